@@ -1,0 +1,145 @@
+"""MPI communicator handling: the library's world, CUDA-awareness, and abort-on-exception.
+
+A process started without ``mpirun`` is a valid world of size 1. Library code never uses
+``MPI.COMM_WORLD`` directly: it takes an optional ``comm`` and falls back to :func:`world`, one
+duplicate of ``COMM_WORLD``, so the library can be embedded in a sub-communicator.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+import threading
+import traceback
+from types import TracebackType
+from typing import Any
+
+from mpi4py import MPI
+
+from .config import settings
+
+__all__ = [
+    "MPI",
+    "world",
+    "resolve_comm",
+    "node_local_rank",
+    "cuda_aware_mpi",
+    "install_excepthook",
+    "mpi_library",
+]
+
+_lock = threading.Lock()
+_world: MPI.Comm | None = None
+_node_rank: int | None = None
+
+
+def world() -> MPI.Comm:
+    """Collective on first call. The library's world: one ``Dup()`` of ``MPI.COMM_WORLD``.
+
+    The duplicate keeps the library's messages apart from the application's.
+    """
+    global _world
+    with _lock:
+        if _world is None:
+            _world = MPI.COMM_WORLD.Dup()
+        return _world
+
+
+def resolve_comm(comm: MPI.Comm | None) -> MPI.Comm:
+    """Return ``comm``, or :func:`world` when it is None."""
+    return world() if comm is None else comm
+
+
+def node_local_rank() -> int:
+    """Collective on first call. This process's rank among the ranks on its node."""
+    global _node_rank
+    if _node_rank is None:
+        local = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+        _node_rank = local.Get_rank()
+        local.Free()
+    return _node_rank
+
+
+def mpi_library() -> str:
+    """The MPI library's version line (for ``hpc info`` and benchmark records)."""
+    return MPI.Get_library_version().strip().splitlines()[0].strip()
+
+
+def _query_cuda_support() -> bool:
+    """Ask the MPI library itself whether it accepts CUDA device pointers."""
+    try:
+        lib = ctypes.CDLL(None)  # libmpi is already loaded into the process by mpi4py
+    except OSError:
+        return False
+    ompi = getattr(lib, "MPIX_Query_cuda_support", None)  # Open MPI's extension
+    if ompi is not None:
+        ompi.restype = ctypes.c_int
+        try:
+            return bool(ompi())
+        except Exception:
+            return False
+    mpich = getattr(lib, "MPIX_GPU_query_support", None)  # MPICH: (gpu_type, *is_supported)
+    if mpich is not None:
+        flag = ctypes.c_int(0)
+        try:
+            mpich(ctypes.c_int(0), ctypes.byref(flag))  # MPIX_GPU_SUPPORT_CUDA == 0
+        except Exception:
+            return False
+        return bool(flag.value)
+    return False
+
+
+def cuda_aware_mpi() -> bool:
+    """True when device buffers may be handed to MPI directly.
+
+    ``HPC_CUDA_AWARE_MPI=0|1`` overrides the detection (Open MPI's ``MPIX_Query_cuda_support``,
+    MPICH's ``MPIX_GPU_query_support``). Without CUDA-awareness, device data is staged through
+    pinned host buffers.
+    """
+    forced = settings().cuda_aware_mpi
+    if forced is not None:
+        return forced
+    return _query_cuda_support()
+
+
+_hook_installed = False
+
+
+def _abort_hook(
+    exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+) -> None:
+    """Print this rank's traceback once, then abort every rank of the job."""
+    rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+    text = "".join(traceback.format_exception(exc_type, exc, tb))
+    sys.stderr.write(f"[hpc] rank {rank}/{size} raised an uncaught exception; aborting the job\n")
+    sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
+    sys.stderr.flush()
+    sys.stdout.flush()
+    MPI.COMM_WORLD.Abort(1)
+
+
+def install_excepthook(force: bool = False) -> bool:
+    """Make an uncaught exception on any rank abort the whole job (``MPI_Abort``).
+
+    Without it, one rank's exception leaves the others waiting in a collective forever. Installed
+    only when the world has more than one rank (or ``force``) and ``HPC_ABORT_ON_EXCEPTION`` is
+    not 0. ``python -m mpi4py`` gives the same guarantee for scripts.
+
+    Returns
+    -------
+    bool
+        True when the hook is (now) installed.
+    """
+    global _hook_installed
+    if _hook_installed:
+        return True
+    if not settings().abort_on_exception:
+        return False
+    if MPI.COMM_WORLD.Get_size() == 1 and not force:
+        return False
+    previous: Any = sys.excepthook
+    if getattr(previous, "__module__", "") == "mpi4py.run":  # mpi4py's runner already aborts
+        return False
+    sys.excepthook = _abort_hook
+    _hook_installed = True
+    return True

@@ -1,0 +1,71 @@
+"""Every ``HPC_*`` environment variable, read in one place.
+
+The values are read when first asked for (not at import), so a launcher or a test can set them
+before the first use. ``docs/core.md`` lists them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+__all__ = ["Settings", "settings"]
+
+_BACKENDS = ("auto", "cpu", "gpu")
+
+
+def _flag(name: str, value: str | None) -> bool | None:
+    """Parse an optional on/off variable: unset or empty -> None."""
+    if value is None or value.strip() == "":
+        return None
+    text = value.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={value!r}: expected 0 or 1")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A snapshot of the library's environment settings.
+
+    Attributes
+    ----------
+    backend : {"auto", "cpu", "gpu"}
+        ``HPC_BACKEND``: device choice (default ``auto``: the GPU when CuPy finds one, else CPU).
+    cuda_aware_mpi : bool or None
+        ``HPC_CUDA_AWARE_MPI``: force (1) or forbid (0) passing device buffers to MPI; unset means
+        detect from the MPI library.
+    abort_on_exception : bool
+        ``HPC_ABORT_ON_EXCEPTION``: install the excepthook that aborts the whole MPI job when one
+        rank raises (default 1; only ever active when the world has more than one rank).
+    test_device : str
+        ``HPC_TEST_DEVICE``: ``gpu`` enables the tests marked ``gpu``.
+    """
+
+    backend: str = "auto"
+    cuda_aware_mpi: bool | None = None
+    abort_on_exception: bool = True
+    test_device: str = "cpu"
+
+
+def settings() -> Settings:
+    """Read the ``HPC_*`` variables now and return them.
+
+    Raises
+    ------
+    ValueError
+        If a variable holds a value outside its allowed set (the message names it).
+    """
+    env = os.environ
+    backend = env.get("HPC_BACKEND", "auto").strip().lower() or "auto"
+    if backend not in _BACKENDS:
+        raise ValueError(f"HPC_BACKEND={backend!r}: expected one of {', '.join(_BACKENDS)}")
+    abort = _flag("HPC_ABORT_ON_EXCEPTION", env.get("HPC_ABORT_ON_EXCEPTION"))
+    return Settings(
+        backend=backend,
+        cuda_aware_mpi=_flag("HPC_CUDA_AWARE_MPI", env.get("HPC_CUDA_AWARE_MPI")),
+        abort_on_exception=True if abort is None else abort,
+        test_device=env.get("HPC_TEST_DEVICE", "cpu").strip().lower() or "cpu",
+    )

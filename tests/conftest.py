@@ -1,0 +1,61 @@
+"""Shared test helpers: launching child MPI jobs with a timeout, and device selection."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hpc.launcher import mpirun_command
+
+ROOT = Path(__file__).resolve().parents[1]
+MPI_DIR = Path(__file__).resolve().parent / "mpi"
+
+
+def run_mpi(
+    nranks: int,
+    argv: list[str],
+    timeout: float = 240,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``mpirun -n N python -m mpi4py ARGV`` and return the finished process.
+
+    A hang becomes a test failure after ``timeout`` seconds (MPI failures look like hangs).
+    With ``check``, a non-zero exit fails the test and shows the job's output.
+    """
+    cmd = mpirun_command(nranks, argv)
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s:\n{exc.stdout}\n{exc.stderr}")
+    if check and proc.returncode != 0:
+        pytest.fail(
+            f"{' '.join(cmd)} exited {proc.returncode}\n--- stdout\n{proc.stdout}\n"
+            f"--- stderr\n{proc.stderr}"
+        )
+    return proc
+
+
+def gpu_requested() -> bool:
+    return os.environ.get("HPC_TEST_DEVICE", "cpu").lower() == "gpu"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if gpu_requested():
+        return
+    skip = pytest.mark.skip(reason="GPU tests run with HPC_TEST_DEVICE=gpu")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def python() -> str:
+    return sys.executable
