@@ -21,7 +21,7 @@ CUDA-aware, else through pinned host buffers.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,12 +44,47 @@ class Transfer:
     send_box: _pack.Box
     recv_box: _pack.Box
     count: int  # elements each way (the two boxes always match in size)
-    send_offset: int  # in this phase's send buffer
-    recv_offset: int  # in this phase's receive buffer (slot of the direction data comes from)
-    target_offset: int  # in the peer's receive buffer (RMA displacement)
+    recv_offset: int  # slot in this rank's receive buffer for data from ``direction``
+    target_offset: int  # slot in the peer's receive buffer (RMA displacement)
     send_tag: int
     recv_tag: int
-    self_source: int  # when peer is this rank: offset in the send buffer of the data to unpack
+
+
+@dataclass
+class _Phase:
+    """What one phase moves, split by how: self-copies, packed or in-place sends and receives."""
+
+    transfers: list[Transfer]
+    self_copy: Any = None  # BoxMove: copies within this rank (a self-wrapped periodic axis)
+    packed: list[tuple[Transfer, int]] = field(default_factory=list)  # (t, send offset)
+    pack: Any = None  # BoxMove of the packed sends
+    direct: list[tuple[Transfer, int, int]] = field(default_factory=list)  # (t, start, stop)
+    buffered: list[Transfer] = field(default_factory=list)  # receives through the buffer
+    unpack: Any = None  # BoxMove of the buffered receives
+    direct_recv: list[tuple[Transfer, int, int]] = field(default_factory=list)
+    send_size: int = 0
+    recv_size: int = 0
+    requests: list[MPI.Prequest] = field(default_factory=list)
+    shared_recvs: list[MPI.Prequest] = field(default_factory=list)  # on the phase buffers
+    shared_sends: list[MPI.Prequest] = field(default_factory=list)
+    window: MPI.Win | None = None
+    remote: bool = False  # some rank sends in this phase (the same answer on every rank)
+    group: MPI.Group | None = None
+
+
+@dataclass
+class _Binding:
+    """What one exchange of a given array needs, prepared once per array and then reused."""
+
+    array: Any  # held so the id stays this array's
+    a3: Any
+    recvs: list[list[MPI.Prequest]]  # per phase: persistent receives, buffered and in place
+    sends: list[list[MPI.Prequest]]  # per phase: persistent sends, packed and in place
+    owned: list[MPI.Prequest]  # the in-place requests this binding created (freed with it)
+    puts: list[list[tuple[Any, int, int]]]  # per phase (RMA): origin view, target rank, disp
+
+
+_MAX_BINDINGS = 4  # arrays whose requests are kept (a solver alternates between two or three)
 
 
 def _neg(d: Direction) -> Direction:
@@ -66,11 +101,19 @@ class HaloExchange:
     dtype : dtype
         Element type of the arrays to exchange.
     method : {"p2p", "rma"}
-        Two-sided persistent requests, or one-sided ``Put`` into an MPI window.
+        Two-sided (persistent requests for packed buffers, nonblocking requests for boxes sent
+        in place), or one-sided ``Put`` into an MPI window.
     pattern : {"sweep", "direct"}
         Axis-by-axis phases (fewest messages) or one phase to all neighbours (full overlap).
     sync : {"fence", "pscw"}
         RMA synchronisation: ``MPI_Win_fence`` or post-start-complete-wait (neighbours only).
+
+    Notes
+    -----
+    A box that is one contiguous run of the array (a plane of the first axis spanning its
+    ghosts, in C order) is handed to MPI in place, with no packing; other boxes are packed by one
+    kernel call per phase. Copies between a rank and itself (a periodic axis that is not split)
+    never go through MPI.
 
     Examples
     --------
@@ -79,7 +122,7 @@ class HaloExchange:
     >>> halo = HaloExchange(d, u.dtype)
     >>> halo.exchange(u)            # blocking
     >>> halo.start(u)               # or overlapped:
-    >>> # ... update cells that need no ghosts ...
+    >>> # ... update cells that need no ghosts, into another array ...
     >>> halo.finish()
     """
 
@@ -106,17 +149,16 @@ class HaloExchange:
         self.backend = decomp.backend
         self._device = self.backend.is_gpu
         self._staged = self._device and not cuda_aware_mpi()
+        self._shape3 = _pack.as3d(np.empty(decomp.ghost_shape, dtype=np.int8)).shape
         self._check_widths()
-        self.phases = self._plan_phases()
+        self.phases = [self._classify(t) for t in self._plan_transfers()]
         self._allocate_buffers()
-        self._requests: list[list[MPI.Prequest]] = []
-        self._windows: list[MPI.Win] = []
-        self._groups: list[MPI.Group] = []
         if method == "p2p":
             self._make_requests()
         else:
             self._make_windows()
-        self._pending: Any = None
+        self._pending: _Binding | None = None
+        self._bindings: dict[int, _Binding] = {}
 
     # -- planning -----------------------------------------------------------------------
     def _exchanging_axes(self) -> list[bool]:
@@ -139,15 +181,16 @@ class HaloExchange:
                 "use fewer ranks, another dims, or a narrower halo"
             )
 
-    def _box_along(self, axis: int, side: int, sending: bool, full: bool) -> tuple[int, int]:
-        """(lo, n) along ``axis`` of a box: side -1/+1 is the low/high halo, 0 the owned span.
+    def _span(self, axis: int, side: int, sending: bool, with_ghosts: bool) -> tuple[int, int]:
+        """(lo, n) along ``axis``: side -1/+1 is the low/high halo, 0 the owned span.
 
-        ``full`` extends an owned span over the ghost cells on the sides that have neighbours.
+        ``with_ghosts`` extends the owned span over the ghost cells on each side that has a
+        neighbour (a sweep phase carries the edges and corners of the other axes this way).
         """
         d = self.decomp
         h, n = d.halo, d.local_shape[axis]
         if side == 0:
-            if not full:
+            if not with_ghosts:
                 return h, n
             unit = [0] * d.ndim
             unit[axis] = -1
@@ -159,90 +202,107 @@ class HaloExchange:
             return (h, h) if side < 0 else (n, h)
         return (0, h) if side < 0 else (h + n, h)
 
-    def _box(self, direction: Direction, sending: bool, phase_axis: int | None) -> _pack.Box:
-        lo, ext = [], []
-        for axis, side in enumerate(direction):
-            full = phase_axis is not None and axis < phase_axis
-            a, n = self._box_along(axis, side, sending, full)
-            lo.append(a)
-            ext.append(n)
-        return _pack.box3d(tuple(lo), tuple(ext))
+    def _box(self, direction: Direction, sending: bool, sweep: bool) -> _pack.Box:
+        # In a sweep, ghosts along the other axes are included: those of earlier axes are
+        # already filled; those of later axes are stale but overwritten by their own phase.
+        spans = [self._span(ax, s, sending, sweep) for ax, s in enumerate(direction)]
+        return _pack.box3d([lo for lo, _ in spans], [n for _, n in spans])
 
-    def _phase_directions(self) -> list[tuple[int | None, list[Direction]]]:
+    def _phase_directions(self) -> list[list[Direction]]:
         d = self.decomp
         on = self._exchanging_axes()
         if self.pattern == "direct":
-            dirs = [dr for dr in d.directions if all(on[i] or s == 0 for i, s in enumerate(dr))]
-            return [(None, dirs)]
-        phases: list[tuple[int | None, list[Direction]]] = []
+            return [[dr for dr in d.directions if all(on[i] or s == 0 for i, s in enumerate(dr))]]
+        phases = []
         for axis in range(d.ndim):
-            if not on[axis]:
-                continue
-            dirs = []
-            for side in (-1, 1):
-                dr = [0] * d.ndim
-                dr[axis] = side
-                dirs.append(tuple(dr))
-            phases.append((axis, dirs))
+            if on[axis]:
+                unit = [tuple(s if i == axis else 0 for i in range(d.ndim)) for s in (-1, 1)]
+                phases.append(unit)
         return phases
 
-    def _plan_phases(self) -> list[list[Transfer]]:
+    def _plan_transfers(self) -> list[list[Transfer]]:
         d = self.decomp
         plan = self._phase_directions()
+        sweep = self.pattern == "sweep"
         # Receive slots are laid out identically on every rank (the largest size any rank
         # needs), so an RMA origin knows the displacement of its data at the target.
-        slot_sizes = []
-        for axis, dirs in plan:
-            for dr in dirs:
-                slot_sizes.append(math.prod(self._box(dr, False, axis)[3:]))
-        local = np.array(slot_sizes or [0], dtype=np.int64)
+        sizes = [math.prod(self._box(dr, False, sweep)[3:]) for dirs in plan for dr in dirs]
+        local = np.array(sizes or [0], dtype=np.int64)
         widest = np.empty_like(local)
         self.comm.Allreduce(local, widest, op=MPI.MAX)
         phases: list[list[Transfer]] = []
         slot = 0
-        self._slot_layout: list[dict[Direction, int]] = []
-        self._buffer_sizes: list[tuple[int, int]] = []
-        for axis, dirs in plan:
+        self._recv_sizes: list[int] = []
+        for dirs in plan:
             offsets: dict[Direction, int] = {}
             total = 0
             for dr in dirs:
                 offsets[dr] = total
                 total += int(widest[slot])
                 slot += 1
-            self._slot_layout.append(offsets)
-            transfers: list[Transfer] = []
-            send_offsets: dict[Direction, int] = {}
-            send_total = 0
-            for dr in dirs:
-                if d.neighbour(dr) is not None:
-                    send_offsets[dr] = send_total
-                    send_total += math.prod(self._box(dr, True, axis)[3:])
+            self._recv_sizes.append(total)
+            transfers = []
             for tag, dr in enumerate(dirs):
                 peer = d.neighbour(dr)
                 if peer is None:
                     continue
-                send_box = self._box(dr, True, axis)
-                recv_box = self._box(dr, False, axis)
-                count = math.prod(send_box[3:])
+                send_box = self._box(dr, True, sweep)
                 transfers.append(
                     Transfer(
                         direction=dr,
                         peer=peer,
                         send_box=send_box,
-                        recv_box=recv_box,
-                        count=count,
-                        send_offset=send_offsets[dr],
+                        recv_box=self._box(dr, False, sweep),
+                        count=_pack.count(send_box),
                         recv_offset=offsets[dr],
                         target_offset=offsets[_neg(dr)],
                         send_tag=tag,
                         recv_tag=dirs.index(_neg(dr)),
-                        # On a self-wrapped axis the ghosts at dr are what this rank sends to -dr.
-                        self_source=send_offsets.get(_neg(dr), -1),
                     )
                 )
             phases.append(transfers)
-            self._buffer_sizes.append((send_total, total))
         return phases
+
+    def _classify(self, transfers: list[Transfer]) -> _Phase:
+        me = self.decomp.rank
+        ph = _Phase(transfers=transfers)
+        d = self.decomp
+        axes = {i for t in transfers for i, s in enumerate(t.direction) if s}
+        ph.remote = any(d.dims[i] > 1 for i in axes) or (self.pattern == "direct" and d.size > 1)
+        in_place = not self._staged
+        by_dir = {t.direction: t for t in transfers}
+        # On a self-wrapped axis the ghosts at dr are what this rank sends towards -dr.
+        own = [t for t in transfers if t.peer == me]
+        shape3, xp = self._shape3, self.backend.xp
+        ph.self_copy = _pack.BoxMove(
+            shape3,
+            "copy",
+            [by_dir[_neg(t.direction)].send_box for t in own],
+            targets=[t.recv_box for t in own],
+            xp=xp,
+        )
+        remote = [t for t in transfers if t.peer != me]
+        for t in remote:
+            if in_place and _pack.is_contiguous(t.send_box, self._shape3):
+                ph.direct.append((t, *_pack.flat_range(t.send_box, self._shape3)))
+            else:
+                ph.packed.append((t, ph.send_size))
+                ph.send_size += t.count
+            if self.method == "p2p" and in_place and _pack.is_contiguous(t.recv_box, self._shape3):
+                ph.direct_recv.append((t, *_pack.flat_range(t.recv_box, self._shape3)))
+            else:
+                ph.buffered.append(t)
+        ph.pack = _pack.BoxMove(
+            shape3, "pack", [t.send_box for t, _ in ph.packed], [o for _, o in ph.packed], xp=xp
+        )
+        ph.unpack = _pack.BoxMove(
+            shape3,
+            "unpack",
+            [t.recv_box for t in ph.buffered],
+            [t.recv_offset for t in ph.buffered],
+            xp=xp,
+        )
+        return ph
 
     # -- buffers, requests, windows -----------------------------------------------------
     def _allocate_buffers(self) -> None:
@@ -251,13 +311,14 @@ class HaloExchange:
         self._recv: list[Any] = []
         self._send_mpi: list[Any] = []
         self._recv_mpi: list[Any] = []
-        for send_n, recv_n in self._buffer_sizes:
-            send = be.empty(max(send_n, 1), self.dtype)
+        for ph, recv_n in zip(self.phases, self._recv_sizes, strict=True):
+            ph.recv_size = recv_n
+            send = be.empty(max(ph.send_size, 1), self.dtype)
             recv = be.zeros(max(recv_n, 1), self.dtype)
             self._send.append(send)
             self._recv.append(recv)
             if self._staged:
-                self._send_mpi.append(be.pinned_empty(max(send_n, 1), self.dtype))
+                self._send_mpi.append(be.pinned_empty(max(ph.send_size, 1), self.dtype))
                 pinned = be.pinned_empty(max(recv_n, 1), self.dtype)
                 pinned[...] = 0
                 self._recv_mpi.append(pinned)
@@ -265,31 +326,26 @@ class HaloExchange:
                 self._send_mpi.append(send)
                 self._recv_mpi.append(recv)
 
-    def _remote(self, phase: int) -> list[Transfer]:
-        return [t for t in self.phases[phase] if t.peer != self.decomp.rank]
-
     def _make_requests(self) -> None:
-        for p in range(len(self.phases)):
+        for p, ph in enumerate(self.phases):
             sbuf, rbuf = self._send_mpi[p], self._recv_mpi[p]
-            reqs = []
-            for t in self._remote(p):
-                reqs.append(
-                    self.comm.Recv_init(
-                        rbuf[t.recv_offset : t.recv_offset + t.count], t.peer, t.recv_tag
-                    )
+            recvs = [
+                self.comm.Recv_init(
+                    rbuf[t.recv_offset : t.recv_offset + t.count], t.peer, t.recv_tag
                 )
-            for t in self._remote(p):
-                reqs.append(
-                    self.comm.Send_init(
-                        sbuf[t.send_offset : t.send_offset + t.count], t.peer, t.send_tag
-                    )
-                )
-            self._requests.append(reqs)
+                for t in ph.buffered
+            ]
+            sends = [
+                self.comm.Send_init(sbuf[off : off + t.count], t.peer, t.send_tag)
+                for t, off in ph.packed
+            ]
+            ph.requests = recvs + sends
+            ph.shared_recvs, ph.shared_sends = recvs, sends
 
     def _make_windows(self) -> None:
         world_group = self.comm.Get_group()
         item = self.dtype.itemsize
-        for p in range(len(self.phases)):
+        for p, ph in enumerate(self.phases):
             if self._device and not self._staged:  # CUDA-aware: expose the device buffer
                 win = MPI.Win.Create(self._recv_mpi[p], disp_unit=item, comm=self.comm)
             else:
@@ -303,13 +359,12 @@ class HaloExchange:
                 self._recv_mpi[p] = exposed
                 if not self._device:
                     self._recv[p] = exposed
-            self._windows.append(win)
-            peers = sorted({t.peer for t in self._remote(p)})
-            self._groups.append(world_group.Incl(peers))
+            ph.window = win
+            ph.group = world_group.Incl(sorted({t.peer for t in ph.buffered}))
         world_group.Free()
 
     # -- the exchange -------------------------------------------------------------------
-    def _as3d(self, a: Any) -> Any:
+    def _check(self, a: Any) -> None:
         d = self.decomp
         if tuple(a.shape) != d.ghost_shape:
             raise ValueError(
@@ -323,87 +378,123 @@ class HaloExchange:
             raise ValueError(f"a {where} array was given to a {self.backend.name} halo exchange")
         if not a.flags.c_contiguous:
             raise ValueError("halo exchange needs a C-contiguous local array (use allocate())")
-        return _pack.as3d(a)
+
+    def _bind(self, a: Any) -> _Binding:
+        """The prepared requests and views for ``a`` (made on its first exchange)."""
+        bound = self._bindings.get(id(a))
+        if bound is not None and bound.array is a and tuple(a.shape) == self.decomp.ghost_shape:
+            return bound
+        self._check(a)
+        a3 = _pack.as3d(a)
+        flat = a3.reshape(-1)
+        recvs, sends, owned, puts = [], [], [], []
+        for p, ph in enumerate(self.phases):
+            if self.method == "p2p":
+                mine_r = [
+                    self.comm.Recv_init(flat[lo:hi], t.peer, t.recv_tag)
+                    for t, lo, hi in ph.direct_recv
+                ]
+                mine_s = [
+                    self.comm.Send_init(flat[lo:hi], t.peer, t.send_tag) for t, lo, hi in ph.direct
+                ]
+                recvs.append(ph.shared_recvs + mine_r)
+                sends.append(ph.shared_sends + mine_s)
+                owned += mine_r + mine_s
+                puts.append([])
+            else:
+                sbuf = self._send_mpi[p]
+                puts.append(
+                    [(sbuf[off : off + t.count], t.peer, t.target_offset) for t, off in ph.packed]
+                    + [(flat[lo:hi], t.peer, t.target_offset) for t, lo, hi in ph.direct]
+                )
+                recvs.append([])
+                sends.append([])
+        if len(self._bindings) >= _MAX_BINDINGS:  # forget the oldest array
+            oldest = next(iter(self._bindings))
+            for r in self._bindings.pop(oldest).owned:
+                r.Free()
+        bound = _Binding(a, a3, recvs, sends, owned, puts)
+        self._bindings[id(a)] = bound
+        return bound
 
     def _pack_phase(self, p: int, a3: Any) -> None:
-        send = self._send[p]
-        packer = _pack.pack_device if self._device else _pack.pack
-        for t in self.phases[p]:
-            packer(a3, send[t.send_offset : t.send_offset + t.count], t.send_box)
+        ph = self.phases[p]
+        ph.pack(a3, self._send[p])
         if self._device:
-            self.backend.synchronize()
-            if self._staged and self._buffer_sizes[p][0]:
-                send.get(out=self._send_mpi[p])
+            self.backend.synchronize()  # MPI reads the buffers next
+            if self._staged and ph.send_size:
+                self._send[p].get(out=self._send_mpi[p])
 
     def _unpack_phase(self, p: int, a3: Any) -> None:
-        me = self.decomp.rank
-        recv, send = self._recv[p], self._send[p]
-        if self._staged and self._buffer_sizes[p][1]:
-            recv.set(self._recv_mpi[p])
-        unpacker = _pack.unpack_device if self._device else _pack.unpack
-        for t in self.phases[p]:
-            src = send[t.self_source :] if t.peer == me else recv[t.recv_offset :]
-            unpacker(src[: t.count], a3, t.recv_box)
+        ph = self.phases[p]
+        if self._staged and ph.recv_size:
+            self._recv[p].set(self._recv_mpi[p])
+        ph.unpack(a3, self._recv[p])
         if self._device:
             self.backend.synchronize()
 
-    def _post(self, p: int, a3: Any) -> None:
+    def _post(self, p: int, bound: _Binding) -> None:
+        ph, a3 = self.phases[p], bound.a3
         if self.method == "p2p":
-            reqs = self._requests[p]
-            nrecv = len(reqs) // 2
-            if nrecv:
-                MPI.Prequest.Startall(reqs[:nrecv])  # receives first, before any data moves
+            if bound.recvs[p]:
+                MPI.Prequest.Startall(bound.recvs[p])  # receives first
             self._pack_phase(p, a3)
-            if nrecv:
-                MPI.Prequest.Startall(reqs[nrecv:])
-            return
-        self._pack_phase(p, a3)
-        win, sbuf = self._windows[p], self._send_mpi[p]
-        if self.sync == "fence":
-            win.Fence()
+            if bound.sends[p]:
+                MPI.Prequest.Startall(bound.sends[p])
         else:
-            group = self._groups[p]
-            win.Post(group)
-            win.Start(group)
-        for t in self._remote(p):
-            win.Put(sbuf[t.send_offset : t.send_offset + t.count], t.peer, t.target_offset)
+            self._pack_phase(p, a3)
+            win = ph.window
+            if self.sync == "fence":
+                if ph.remote:
+                    win.Fence(MPI.MODE_NOPRECEDE)
+            elif bound.puts[p]:
+                win.Post(ph.group)
+                win.Start(ph.group)
+            for view, peer, disp in bound.puts[p]:
+                win.Put(view, peer, disp)
+        ph.self_copy(a3)  # overlaps with the messages in flight
 
-    def _complete(self, p: int, a3: Any) -> None:
+    def _complete(self, p: int, bound: _Binding) -> None:
+        ph = self.phases[p]
         if self.method == "p2p":
-            if self._requests[p]:
-                MPI.Request.Waitall(self._requests[p])
+            if bound.recvs[p]:
+                MPI.Prequest.Waitall(bound.recvs[p])
+            if bound.sends[p]:
+                MPI.Prequest.Waitall(bound.sends[p])
         elif self.sync == "fence":
-            self._windows[p].Fence()
-        else:
-            self._windows[p].Complete()
-            self._windows[p].Wait()
-        self._unpack_phase(p, a3)
+            if ph.remote:
+                ph.window.Fence(MPI.MODE_NOSUCCEED)
+        elif bound.puts[p]:
+            ph.window.Complete()
+            ph.window.Wait()
+        self._unpack_phase(p, bound.a3)
 
     def start(self, a: Any) -> None:
         """Collective. Begin filling the ghost cells of ``a``; call :meth:`finish` to complete.
 
-        Between the two calls, only cells that do not read ghosts may be updated, and no ghost
-        may be read. With ``pattern="sweep"`` only the first axis's messages are in flight;
-        the later axes need the earlier ones and run inside :meth:`finish`.
+        Until :meth:`finish` returns, ``a`` must not be written (its boundary cells are being
+        sent and its ghosts received); reading owned cells to update another array is the
+        intended overlap. With ``pattern="sweep"`` only the first axis's messages are in
+        flight; the later axes need the earlier ones and run inside :meth:`finish`.
         """
         if self._pending is not None:
             raise RuntimeError("start() called again before finish()")
-        a3 = self._as3d(a)
+        bound = self._bind(a)
         if self.phases:
-            self._post(0, a3)
-        self._pending = a3
+            self._post(0, bound)
+        self._pending = bound
 
     def finish(self) -> None:
         """Collective. Complete the exchange begun by :meth:`start`."""
-        a3 = self._pending
-        if a3 is None:
+        bound = self._pending
+        if bound is None:
             raise RuntimeError("finish() called without start()")
         try:
             if self.phases:
-                self._complete(0, a3)
+                self._complete(0, bound)
                 for p in range(1, len(self.phases)):
-                    self._post(p, a3)
-                    self._complete(p, a3)
+                    self._post(p, bound)
+                    self._complete(p, bound)
         finally:
             self._pending = None
 
@@ -417,7 +508,7 @@ class HaloExchange:
     @property
     def transfers(self) -> list[Transfer]:
         """All messages of one exchange, every phase (self-copies included)."""
-        return [t for phase in self.phases for t in phase]
+        return [t for ph in self.phases for t in ph.transfers]
 
     @property
     def bytes_sent(self) -> int:
@@ -425,15 +516,23 @@ class HaloExchange:
         return sum(t.count for t in self.transfers) * self.dtype.itemsize
 
     def close(self) -> None:
-        """Collective. Free the requests and windows (the object cannot be used afterwards)."""
-        for reqs in self._requests:
-            for r in reqs:
+        """Collective. Free the requests and windows (the object cannot be used afterwards).
+
+        The exchange keeps persistent requests on the last few arrays it was given (so they are
+        not garbage-collected while bound); ``close`` releases them.
+        """
+        for bound in self._bindings.values():
+            for r in bound.owned:
                 r.Free()
-        for win in self._windows:
-            win.Free()
-        for g in self._groups:
-            g.Free()
-        self._requests, self._windows, self._groups, self.phases = [], [], [], []
+        self._bindings = {}
+        for ph in self.phases:
+            for r in ph.requests:
+                r.Free()
+            if ph.window is not None:
+                ph.window.Free()
+            if ph.group is not None:
+                ph.group.Free()
+        self.phases = []
 
     def __enter__(self) -> HaloExchange:
         return self
@@ -442,8 +541,8 @@ class HaloExchange:
         self.close()
 
     def __repr__(self) -> str:
+        n = sum(len(ph.transfers) for ph in self.phases)
         return (
-            f"HaloExchange(method={self.method!r}, pattern={self.pattern!r}, "
-            f"messages={sum(len(p) for p in self.phases)}, bytes={self.bytes_sent}, "
-            f"staged={self._staged})"
+            f"HaloExchange(method={self.method!r}, pattern={self.pattern!r}, messages={n}, "
+            f"bytes={self.bytes_sent}, staged={self._staged})"
         )
