@@ -4,41 +4,51 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["time_collective", "memcpy_bandwidth"]
+__all__ = ["time_interleaved", "memcpy_bandwidth"]
 
 
-def time_collective(
-    comm: Any, fn: Callable[[], None], reps: int, warmup: int = 3, sync: Callable[[], None] = None
-) -> float:
-    """Collective. Median over ``reps`` of the slowest rank's time for one call of ``fn``."""
-    for _ in range(warmup):
-        fn()
+def time_interleaved(
+    comm: Any,
+    fns: Sequence[Callable[[], None]],
+    reps: int,
+    warmup: int = 3,
+    sync: Callable[[], None] | None = None,
+) -> list[float]:
+    """Collective. Median over ``reps`` of the slowest rank's seconds for each of ``fns``.
+
+    The functions take turns within each repetition, so drift of the machine (other load,
+    frequency, memory placement) affects every contender alike.
+    """
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
     if sync:
         sync()
-    times = np.empty(reps)
+    times = np.empty((len(fns), reps))
     local = np.empty(1)
     slowest = np.empty(1)
     for i in range(reps):
-        comm.Barrier()
-        t0 = time.perf_counter()
-        fn()
-        if sync:
-            sync()
-        local[0] = time.perf_counter() - t0
-        comm.Allreduce(local, slowest, op=MPI.MAX)
-        times[i] = slowest[0]
-    return float(statistics.median(times))
+        for f, fn in enumerate(fns):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            fn()
+            if sync:
+                sync()
+            local[0] = time.perf_counter() - t0
+            comm.Allreduce(local, slowest, op=MPI.MAX)
+            times[f, i] = slowest[0]
+    return [float(statistics.median(row)) for row in times]
 
 
 def memcpy_bandwidth(nbytes: int = 1 << 28, reps: int = 5) -> float:
     """Local. Host copy rate in GB/s (bytes copied per second): the ceiling of a shared-memory
-    transport and of pack/unpack."""
+    transport and of packing."""
     src = np.ones(nbytes // 8)
     dst = np.empty_like(src)
     np.copyto(dst, src)

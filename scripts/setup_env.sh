@@ -22,7 +22,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     log "installing ${need_pkgs[*]} with apt-get"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
       "${need_pkgs[@]}" libhdf5-openmpi-dev pkg-config openmpi-bin libopenmpi-dev >/dev/null
   else
     echo "[setup] error: missing ${need_pkgs[*]}; load your site's MPI and parallel HDF5 modules" \

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# GPU checks for a lent GPU machine (its image has CuPy, numba-cuda, mpi4py and h5py; no
+# internet). Installs the project without dependencies, runs the tests marked `gpu`, the halo
+# exchange of CuPy arrays on 1 rank and (if the MPI allows) 2 ranks, and the GPU halo benchmark.
+# Writes a short table to $OUT/gpu_check.txt when OUT is set. Meant to finish in under 8 minutes.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/gpu_check}
+mkdir -p "$OUT"
+LOG="$OUT/gpu_check.txt"
+export PYTHONUNBUFFERED=1 HPC_TEST_DEVICE=gpu HPC_BACKEND=gpu
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+PY=${PY:-python3}
+status=0
+step() { echo "== $*" | tee -a "$LOG"; }
+
+step "install"
+$PY -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -3 | tee -a "$LOG"
+$PY -m pip install -q pytest pytest-timeout hypothesis 2>/dev/null || true
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$LOG"
+$PY -m hpc info 2>&1 | tee -a "$LOG"
+
+step "tests marked gpu (1 rank)"
+timeout 300 $PY -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tail -15 | tee -a "$LOG"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+
+step "halo exchange of CuPy arrays on 2 ranks (staged, then CUDA-aware if supported)"
+for aware in 0 1; do
+  HPC_CUDA_AWARE_MPI=$aware timeout 180 $PY -m hpc.launcher -n 2 tests/mpi/check_halo_gpu.py \
+    2>&1 | tail -5 | tee -a "$LOG"
+done
+
+step "hpc bench halo --json (GPU backend, 1 and 2 ranks)"
+timeout 120 $PY -m hpc bench halo --json --backend gpu 2>&1 | tail -1 | tee -a "$LOG"
+timeout 180 $PY -m hpc.launcher -n 2 -m hpc bench halo --json --backend gpu 2>&1 | tail -1 \
+  | tee -a "$LOG"
+exit $status

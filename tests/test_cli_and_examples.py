@@ -1,0 +1,80 @@
+"""The command line, the bench JSON contract, the tour, and the package layout."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hpc
+from tests.conftest import ROOT, run_mpi
+
+
+def test_folders_map_onto_one_namespace():
+    import hpc.benchmarks
+    import hpc.domains
+    import hpc.io
+
+    assert Path(hpc.__file__).parent == ROOT / "hpc"
+    assert Path(hpc.domains.__file__).parent == ROOT / "domains"
+    assert Path(hpc.io.__file__).parent == ROOT / "io"
+    assert Path(hpc.benchmarks.__file__).parent == ROOT / "benchmarks"
+    assert hpc.__version__ != "0.0.0+unknown", "the package is installed (editable)"
+
+
+def test_console_script_help_documents_the_commands():
+    exe = Path(sys.executable).parent / "hpc"
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "bench" in out.stdout and "info" in out.stdout
+    out = subprocess.run(
+        [str(exe), "bench", "halo", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0 and "--size2d" in out.stdout and "--json" in out.stdout
+
+
+def test_info_reports_parallel_hdf5():
+    out = subprocess.run(
+        [sys.executable, "-m", "hpc", "info"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert any(
+        line.split()[-1] == "True" for line in out.stdout.splitlines() if "h5py parallel" in line
+    )
+    assert "Open MPI" in out.stdout or "MPICH" in out.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+def test_bench_halo_prints_the_json_contract_last():
+    proc = run_mpi(
+        2,
+        ["-m", "hpc", "bench", "halo", "--json", "--size2d", "64", "--size3d", "16", "--reps", "5"],
+    )
+    record = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert record["bench"] == "halo" and record["ranks"] == 2 and record["backend"] == "cpu"
+    assert record["size"] == [64, 64]
+    for case in record["cases"]:
+        assert case["ours"]["seconds"] > 0 and case["peers"]["sendrecv"]["seconds"] > 0
+        want = case["peers"]["sendrecv"]["seconds"] / case["ours"]["seconds"]
+        assert case["ratio"]["sendrecv"] == pytest.approx(want)
+        assert case["ours"]["GBps"] == pytest.approx(
+            case["bytes_per_rank"] / case["ours"]["seconds"] / 1e9
+        )
+    assert {c["method"] for c in record["cases"]} == {"p2p", "rma"}
+    assert record["limits"]["memcpy_GBps"] > 0
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("nranks", [1, 2, 3])
+def test_tour_checks_heat_decay_on_any_rank_count(nranks):
+    proc = run_mpi(nranks, [str(ROOT / "examples" / "tour.py")])
+    assert "PASS" in proc.stdout and "FAIL" not in proc.stdout
+
+
+def test_public_api_is_curated():
+    for name in hpc.__all__:
+        assert hasattr(hpc, name), name
