@@ -78,3 +78,14 @@ def test_tour_checks_heat_decay_on_any_rank_count(nranks):
 def test_public_api_is_curated():
     for name in hpc.__all__:
         assert hasattr(hpc, name), name
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+def test_the_example_in_docs_core_runs_on_two_ranks(tmp_path):
+    text = (ROOT / "docs" / "core.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "heat.py"
+    script.write_text(code)
+    proc = run_mpi(2, [str(script)])
+    assert "[1/2] owns" in proc.stdout
