@@ -42,12 +42,16 @@ class Settings:
         rank raises (default 1; only ever active when the world has more than one rank).
     test_device : str
         ``HPC_TEST_DEVICE``: ``gpu`` enables the tests marked ``gpu``.
+    io_mode : {"auto", "mpio", "serial"}
+        ``HPC_IO_MODE``: parallel HDF5 (``mpio``) when h5py has MPI and there is more than one
+        rank (``auto``), or always through rank 0 (``serial``: gather/scatter).
     """
 
     backend: str = "auto"
     cuda_aware_mpi: bool | None = None
     abort_on_exception: bool = True
     test_device: str = "cpu"
+    io_mode: str = "auto"
 
 
 def settings() -> Settings:
@@ -62,10 +66,14 @@ def settings() -> Settings:
     backend = env.get("HPC_BACKEND", "auto").strip().lower() or "auto"
     if backend not in _BACKENDS:
         raise ValueError(f"HPC_BACKEND={backend!r}: expected one of {', '.join(_BACKENDS)}")
+    io_mode = env.get("HPC_IO_MODE", "auto").strip().lower() or "auto"
+    if io_mode not in ("auto", "mpio", "serial"):
+        raise ValueError(f"HPC_IO_MODE={io_mode!r}: expected auto, mpio or serial")
     abort = _flag("HPC_ABORT_ON_EXCEPTION", env.get("HPC_ABORT_ON_EXCEPTION"))
     return Settings(
         backend=backend,
         cuda_aware_mpi=_flag("HPC_CUDA_AWARE_MPI", env.get("HPC_CUDA_AWARE_MPI")),
         abort_on_exception=True if abort is None else abort,
         test_device=env.get("HPC_TEST_DEVICE", "cpu").strip().lower() or "cpu",
+        io_mode=io_mode,
     )

@@ -1,0 +1,250 @@
+"""Decomposed arrays in HDF5: each rank's owned block into one global dataset, and back.
+
+The dataset holds the global array in natural (row-major) order without ghost cells, so a file
+written on N ranks reads on any M ranks, with plain h5py, h5dump or ParaView. Every rank takes
+part in every write and read, also ranks that own nothing (they select none): h5py's high-level
+collective context hangs in that case (h5py issue 965), so the low-level calls are used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import h5py
+import numpy as np
+from h5py import h5s
+
+from hpc.backend import to_host
+from hpc.decomposition import CartDecomposition
+
+from .errors import CorruptDataError, LayoutMismatchError, StorageError
+from .files import as_target, collective_xfer
+
+__all__ = ["write_array", "read_array", "chunk_shape", "write_block", "read_block"]
+
+_CHUNK_BYTES = 4 << 20
+
+
+def chunk_shape(
+    shape: tuple[int, ...], itemsize: int, target: int = _CHUNK_BYTES
+) -> tuple[int, ...]:
+    """A chunk of about ``target`` bytes: whole trailing axes first, then a slab of the next."""
+    budget = max(1, target // itemsize)
+    chunk = list(shape)
+    for axis in range(len(shape)):
+        trailing = math.prod(chunk[axis + 1 :])
+        if math.prod(chunk[axis:]) <= budget:
+            break
+        chunk[axis] = max(1, min(shape[axis], budget // max(trailing, 1)))
+        if chunk[axis] * trailing <= budget:
+            break
+        chunk[axis] = 1
+    return tuple(max(1, c) for c in chunk)
+
+
+def _selection(dset: Any, start: tuple[int, ...], count: tuple[int, ...], dtype: Any):
+    fspace = dset.id.get_space()
+    if math.prod(count) == 0:
+        fspace.select_none()
+        mspace = h5s.create_simple((1,))
+        mspace.select_none()
+        return fspace, mspace, np.zeros(1, dtype=dtype)
+    fspace.select_hyperslab(tuple(start), tuple(count))
+    return fspace, h5s.create_simple(tuple(count)), None
+
+
+def write_block(
+    dset: Any, block: np.ndarray, start: tuple[int, ...], parallel: bool, same_type: bool = False
+) -> None:
+    """Collective in parallel files. Write ``block`` at ``start`` (an empty block selects none).
+
+    ``same_type`` writes the bytes as the file's type (UTF-8 strings held as NumPy bytes).
+    """
+    fspace, mspace, dummy = _selection(dset, start, block.shape, block.dtype)
+    data = dummy if dummy is not None else np.ascontiguousarray(block)
+    mtype = dset.id.get_type() if same_type else None
+    dset.id.write(mspace, fspace, data, mtype=mtype, dxpl=collective_xfer() if parallel else None)
+
+
+def read_block(
+    dset: Any, start: tuple[int, ...], count: tuple[int, ...], dtype: Any, parallel: bool
+) -> np.ndarray:
+    """Collective in parallel files. Read the block at ``start`` of extent ``count``.
+
+    Filtered (checksummed) datasets are read independently, so a checksum failure on one rank
+    raises there instead of stalling the others inside a collective transfer.
+    """
+    fspace, mspace, dummy = _selection(dset, start, count, dtype)
+    out = dummy if dummy is not None else np.empty(count, dtype=dtype)
+    collective = parallel and not dset.fletcher32 and dset.compression is None
+    dset.id.read(mspace, fspace, out, dxpl=collective_xfer() if collective else None)
+    return out if dummy is None else np.empty(count, dtype=dtype)
+
+
+def _agree(comm: Any, error: str | None) -> str | None:
+    """The first error any rank saw (all ranks learn it, so all raise together)."""
+    if comm.Get_size() == 1:
+        return error
+    return next((e for e in comm.allgather(error) if e), None)
+
+
+def _check_local(local: Any, decomp: CartDecomposition) -> str | None:
+    if tuple(local.shape) != decomp.ghost_shape:
+        return (
+            f"rank {decomp.rank}: local array of shape {tuple(local.shape)} does not match its "
+            f"block with ghosts {decomp.ghost_shape}"
+        )
+    kind = np.dtype(local.dtype).kind
+    if kind not in "biufc":
+        return f"rank {decomp.rank}: dtype {local.dtype} cannot be stored as an array dataset"
+    return None
+
+
+def write_array(
+    path_or_group: Any,
+    name: str,
+    local: Any,
+    decomp: CartDecomposition,
+    attrs: Mapping[str, Any] | None = None,
+    *,
+    checksum: bool = False,
+) -> None:
+    """Collective. Write every rank's owned block of ``local`` into one global dataset ``name``.
+
+    Parameters
+    ----------
+    path_or_group : str, path or h5py.Group
+        A file (opened for appending, created if missing) or an open group of a file opened with
+        :func:`hpc.io.open_file`.
+    name : str
+        Dataset path inside the file or group; an existing dataset of that name is replaced.
+    local : array
+        The local array with ghost cells (host or device); ghosts are not written.
+    decomp : CartDecomposition
+        Its layout.
+    attrs : mapping, optional
+        Attributes for the dataset (rank 0's values are used on every rank).
+    checksum : bool
+        Chunked storage with the Fletcher32 filter, verified by HDF5 on every read.
+
+    Raises
+    ------
+    StorageError
+        On every rank, before the file is touched, if any rank's array does not fit its block or
+        has an unsupported dtype; or if the file cannot be opened.
+    """
+    comm = decomp._require_comm()
+    error = _agree(comm, _check_local(local, decomp))
+    if error:
+        raise StorageError(error, path=_describe(path_or_group), dataset=name)
+    dtype = np.dtype(local.dtype)
+    attrs = comm.bcast(dict(attrs or {}), root=0) if comm.Get_size() > 1 else dict(attrs or {})
+    with as_target(path_or_group, "a", comm) as target:
+        if target.kind == "gather":
+            full = decomp.gather(local)
+            if target.rank == 0:
+                dset = _create(target.group, name, decomp.global_shape, dtype, checksum)
+                dset[...] = full
+                dset.attrs.update(attrs)
+            return
+        dset = _create(target.group, name, decomp.global_shape, dtype, checksum)
+        owned = np.ascontiguousarray(to_host(decomp.interior(local)))
+        write_block(dset, owned, decomp.offset, target.kind == "mpio")
+        for key, value in attrs.items():
+            dset.attrs[key] = value
+
+
+def _create(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: Any, checksum: bool):
+    if name in group:
+        del group[name]
+    if checksum:
+        return group.create_dataset(
+            name,
+            shape=shape,
+            dtype=dtype,
+            chunks=chunk_shape(shape, dtype.itemsize),
+            fletcher32=True,
+            fillvalue=0,
+        )
+    return group.create_dataset(name, shape=shape, dtype=dtype)
+
+
+def _describe(where: Any) -> str:
+    if isinstance(where, h5py.Group):
+        return where.file.filename
+    return getattr(where, "path", None) or str(where)
+
+
+def read_array(path_or_group: Any, name: str, decomp: CartDecomposition, dtype: Any = None) -> Any:
+    """Collective. This rank's block of dataset ``name``, as a local array with ghost cells.
+
+    The dataset may have been written on any number of ranks; ``decomp`` is the reader's layout.
+    The array is allocated on ``decomp``'s backend device (ghosts zero).
+
+    Raises
+    ------
+    StorageError
+        If the file cannot be opened or has no dataset ``name``.
+    LayoutMismatchError
+        If the dataset's shape differs from ``decomp.global_shape`` (or ``dtype`` is given and
+        differs from the stored one).
+    CorruptDataError
+        If HDF5 cannot read the data (a failed checksum, a truncated file).
+    """
+    comm = decomp._require_comm()
+    with as_target(path_or_group, "r", comm) as target:
+        path = target.path
+        error, stored = None, None
+        if target.does_io:
+            error, stored = _inspect(target.group, name, decomp, dtype)
+        error = _agree(comm, error)
+        if error:
+            kind, message = error
+            raise {"missing": StorageError, "layout": LayoutMismatchError}[kind](
+                message, path=path, dataset=name
+            )
+        if target.kind == "gather":
+            full, failure = None, None
+            if target.rank == 0:
+                try:
+                    full = target.group[name][...]
+                except OSError as exc:
+                    failure = f"HDF5 could not read the data: {exc}"
+            failure = _agree(comm, failure)
+            if failure:
+                raise CorruptDataError(failure, path=path, dataset=name)
+            return decomp.scatter(full, dtype=dtype)
+        failure, block = None, None
+        try:
+            block = read_block(
+                target.group[name],
+                decomp.offset,
+                decomp.local_shape,
+                stored,
+                target.kind == "mpio",
+            )
+        except OSError as exc:
+            failure = f"rank {comm.Get_rank()}: HDF5 could not read the data: {exc}"
+        failure = _agree(comm, failure)
+        if failure:
+            raise CorruptDataError(failure, path=path, dataset=name)
+    local = decomp.allocate(stored)
+    local[decomp.interior_slices] = decomp.backend.asarray(block)
+    return local
+
+
+def _inspect(group: Any, name: str, decomp: CartDecomposition, dtype: Any):
+    """(error, stored dtype): the error is (kind, message) or None."""
+    if name not in group or not isinstance(group[name], h5py.Dataset):
+        return ("missing", "no such dataset"), None
+    dset = group[name]
+    if tuple(dset.shape) != decomp.global_shape:
+        return (
+            "layout",
+            f"stored shape {tuple(dset.shape)} != expected {decomp.global_shape}",
+        ), None
+    if dtype is not None and np.dtype(dtype) != dset.dtype:
+        return ("layout", f"stored dtype {dset.dtype} != expected {np.dtype(dtype)}"), None
+    return None, dset.dtype
