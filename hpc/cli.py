@@ -16,7 +16,7 @@ from typing import Any
 __all__ = ["main", "BENCHMARKS"]
 
 # name -> module under hpc.benchmarks; each module has add_arguments(parser) and run(args) -> dict
-BENCHMARKS = {"halo": "hpc.benchmarks.halo"}
+BENCHMARKS = {"halo": "hpc.benchmarks.halo", "io": "hpc.benchmarks.io"}
 
 
 def _info(_: argparse.Namespace) -> int:

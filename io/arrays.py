@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 from h5py import h5s
 
-from hpc.backend import to_host
+from hpc.backend import is_device_array, to_host
 from hpc.decomposition import CartDecomposition
 
 from .errors import CorruptDataError, LayoutMismatchError, StorageError
@@ -44,43 +44,82 @@ def chunk_shape(
     return tuple(max(1, c) for c in chunk)
 
 
-def _selection(dset: Any, start: tuple[int, ...], count: tuple[int, ...], dtype: Any):
-    fspace = dset.id.get_space()
+def _spaces(dset: Any, start, count, memory: np.ndarray, mem_start) -> tuple[Any, Any] | None:
+    """File and memory selections, or None when this rank moves nothing."""
     if math.prod(count) == 0:
-        fspace.select_none()
-        mspace = h5s.create_simple((1,))
-        mspace.select_none()
-        return fspace, mspace, np.zeros(1, dtype=dtype)
+        return None
+    fspace = dset.id.get_space()
     fspace.select_hyperslab(tuple(start), tuple(count))
-    return fspace, h5s.create_simple(tuple(count)), None
+    mspace = h5s.create_simple(tuple(memory.shape))
+    mspace.select_hyperslab(tuple(mem_start), tuple(count))
+    return fspace, mspace
+
+
+def _nothing(dset: Any) -> tuple[Any, Any]:
+    fspace = dset.id.get_space()
+    fspace.select_none()
+    mspace = h5s.create_simple((1,))
+    mspace.select_none()
+    return fspace, mspace
+
+
+def write_from(
+    dset: Any,
+    memory: np.ndarray,
+    mem_start,
+    start,
+    count,
+    parallel: bool,
+    same_type: bool = False,
+) -> None:
+    """Collective in parallel files. Write the box ``mem_start``+``count`` of the C-contiguous
+    host array ``memory`` to ``start`` in ``dset``, straight from memory (no staging copy).
+
+    A rank with nothing to write selects none and still takes part. ``same_type`` writes the
+    bytes as the file's type (UTF-8 strings held as NumPy bytes).
+    """
+    spaces = _spaces(dset, start, count, memory, mem_start)
+    if spaces is None:
+        fspace, mspace = _nothing(dset)
+        memory = np.zeros(1, dtype=memory.dtype)
+    else:
+        fspace, mspace = spaces
+    mtype = dset.id.get_type() if same_type else None
+    dset.id.write(mspace, fspace, memory, mtype=mtype, dxpl=collective_xfer() if parallel else None)
+
+
+def read_into(dset: Any, memory: np.ndarray, mem_start, start, count, parallel: bool) -> None:
+    """Collective in parallel files (unless filtered). Read ``count`` cells at ``start`` of
+    ``dset`` into the box at ``mem_start`` of the C-contiguous host array ``memory``.
+
+    Filtered (checksummed) datasets are read independently, so a checksum failure on one rank
+    raises there instead of stalling the others inside a collective transfer.
+    """
+    spaces = _spaces(dset, start, count, memory, mem_start)
+    if spaces is None:
+        fspace, mspace = _nothing(dset)
+        memory = np.zeros(1, dtype=memory.dtype)
+    else:
+        fspace, mspace = spaces
+    collective = parallel and not dset.fletcher32 and dset.compression is None
+    dset.id.read(mspace, fspace, memory, dxpl=collective_xfer() if collective else None)
 
 
 def write_block(
     dset: Any, block: np.ndarray, start: tuple[int, ...], parallel: bool, same_type: bool = False
 ) -> None:
-    """Collective in parallel files. Write ``block`` at ``start`` (an empty block selects none).
-
-    ``same_type`` writes the bytes as the file's type (UTF-8 strings held as NumPy bytes).
-    """
-    fspace, mspace, dummy = _selection(dset, start, block.shape, block.dtype)
-    data = dummy if dummy is not None else np.ascontiguousarray(block)
-    mtype = dset.id.get_type() if same_type else None
-    dset.id.write(mspace, fspace, data, mtype=mtype, dxpl=collective_xfer() if parallel else None)
+    """Collective in parallel files. Write all of ``block`` at ``start``."""
+    block = np.ascontiguousarray(block)
+    write_from(dset, block, (0,) * block.ndim, start, block.shape, parallel, same_type)
 
 
 def read_block(
     dset: Any, start: tuple[int, ...], count: tuple[int, ...], dtype: Any, parallel: bool
 ) -> np.ndarray:
-    """Collective in parallel files. Read the block at ``start`` of extent ``count``.
-
-    Filtered (checksummed) datasets are read independently, so a checksum failure on one rank
-    raises there instead of stalling the others inside a collective transfer.
-    """
-    fspace, mspace, dummy = _selection(dset, start, count, dtype)
-    out = dummy if dummy is not None else np.empty(count, dtype=dtype)
-    collective = parallel and not dset.fletcher32 and dset.compression is None
-    dset.id.read(mspace, fspace, out, dxpl=collective_xfer() if collective else None)
-    return out if dummy is None else np.empty(count, dtype=dtype)
+    """Collective in parallel files (unless filtered). The block at ``start`` of ``count``."""
+    out = np.empty(count, dtype=dtype)
+    read_into(dset, out, (0,) * len(count), start, count, parallel)
+    return out
 
 
 def _agree(comm: Any, error: str | None) -> str | None:
@@ -150,8 +189,13 @@ def write_array(
                 dset.attrs.update(attrs)
             return
         dset = _create(target.group, name, decomp.global_shape, dtype, checksum)
-        owned = np.ascontiguousarray(to_host(decomp.interior(local)))
-        write_block(dset, owned, decomp.offset, target.kind == "mpio")
+        parallel = target.kind == "mpio"
+        if is_device_array(local) or not local.flags.c_contiguous:
+            owned = np.ascontiguousarray(to_host(decomp.interior(local)))
+            write_block(dset, owned, decomp.offset, parallel)
+        else:  # straight from the ghosted array: HDF5 skips the ghosts itself
+            halo = (decomp.halo,) * decomp.ndim
+            write_from(dset, local, halo, decomp.offset, decomp.local_shape, parallel)
         for key, value in attrs.items():
             dset.attrs[key] = value
 
@@ -216,13 +260,16 @@ def read_array(path_or_group: Any, name: str, decomp: CartDecomposition, dtype: 
             if failure:
                 raise CorruptDataError(failure, path=path, dataset=name)
             return decomp.scatter(full, dtype=dtype)
-        failure, block = None, None
+        failure = None
+        on_device = decomp.backend.is_gpu
+        local = np.zeros(decomp.ghost_shape, dtype=stored) if on_device else decomp.allocate(stored)
         try:
-            block = read_block(
+            read_into(
                 target.group[name],
+                local,
+                (decomp.halo,) * decomp.ndim,
                 decomp.offset,
                 decomp.local_shape,
-                stored,
                 target.kind == "mpio",
             )
         except OSError as exc:
@@ -230,9 +277,7 @@ def read_array(path_or_group: Any, name: str, decomp: CartDecomposition, dtype: 
         failure = _agree(comm, failure)
         if failure:
             raise CorruptDataError(failure, path=path, dataset=name)
-    local = decomp.allocate(stored)
-    local[decomp.interior_slices] = decomp.backend.asarray(block)
-    return local
+    return decomp.backend.asarray(local) if on_device else local
 
 
 def _inspect(group: Any, name: str, decomp: CartDecomposition, dtype: Any):

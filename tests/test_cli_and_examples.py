@@ -89,3 +89,31 @@ def test_the_example_in_docs_core_runs_on_two_ranks(tmp_path):
     script.write_text(code)
     proc = run_mpi(2, [str(script)])
     assert "[1/2] owns" in proc.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+def test_bench_io_prints_the_json_contract_last(tmp_path):
+    proc = run_mpi(
+        2,
+        [
+            "-m",
+            "hpc",
+            "bench",
+            "io",
+            "--json",
+            "--size",
+            "40",
+            "--reps",
+            "1",
+            "--dir",
+            str(tmp_path / "scratch"),
+        ],
+    )
+    record = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert record["bench"] == "io" and record["ranks"] == 2 and record["mode"] == "mpio"
+    assert record["bytes"] == 40**3 * 8 and record["size"] == [40, 40, 40]
+    for block in (record, record["read"]):
+        for peer, fig in block["peers"].items():
+            assert block["ratio"][peer] == pytest.approx(fig["seconds"] / block["ours"]["seconds"])
+    assert not (tmp_path / "scratch").exists(), "the scratch folder is removed"

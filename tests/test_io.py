@@ -9,8 +9,6 @@ import xml.etree.ElementTree as ET
 import h5py
 import numpy as np
 import pytest
-
-import hpc
 from hpc.io import (
     Checkpoint,
     CorruptDataError,
@@ -23,6 +21,8 @@ from hpc.io import (
     write_table,
     write_xdmf,
 )
+
+import hpc
 
 
 @pytest.fixture

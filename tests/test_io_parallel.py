@@ -10,13 +10,13 @@ import time
 
 import numpy as np
 import pytest
+from hpc.io import Checkpoint
 from mpi4py import MPI
 
 import hpc
-from hpc.io import Checkpoint
 from hpc.launcher import mpirun_command
 from tests.conftest import MPI_DIR, ROOT, run_mpi
-from tests.mpi.checkpoint_loop import SHAPE, field
+from tests.mpi.checkpoint_loop import field
 
 CHECK = str(MPI_DIR / "check_io.py")
 

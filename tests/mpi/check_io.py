@@ -11,11 +11,11 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+from hpc.io import Checkpoint, read_array, read_table, write_array, write_table
 
 import hpc
 from hpc.comm import world
 from hpc.decomposition import chunk
-from hpc.io import Checkpoint, read_array, read_table, write_array, write_table
 
 SHAPES = [(37,), (13, 11), (7, 6, 5), (3, 40, 2)]
 DTYPES = [np.float32, np.float64, np.int32, np.int64]

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from hpc.io import Checkpoint
 
 import hpc
 from hpc.comm import world
-from hpc.io import Checkpoint
 
 SHAPE = (64, 48, 40)
 
