@@ -44,23 +44,19 @@ def chunk_shape(
     return tuple(max(1, c) for c in chunk)
 
 
-def _spaces(dset: Any, start, count, memory: np.ndarray, mem_start) -> tuple[Any, Any] | None:
-    """File and memory selections, or None when this rank moves nothing."""
-    if math.prod(count) == 0:
-        return None
+def _spaces(dset: Any, start, count, memory: np.ndarray, mem_start) -> tuple[Any, Any, Any]:
+    """File selection, memory selection and buffer; a rank that moves nothing selects none
+    (and still takes part in the collective call)."""
     fspace = dset.id.get_space()
+    if math.prod(count) == 0:
+        fspace.select_none()
+        mspace = h5s.create_simple((1,))
+        mspace.select_none()
+        return fspace, mspace, np.zeros(1, dtype=memory.dtype)
     fspace.select_hyperslab(tuple(start), tuple(count))
     mspace = h5s.create_simple(tuple(memory.shape))
     mspace.select_hyperslab(tuple(mem_start), tuple(count))
-    return fspace, mspace
-
-
-def _nothing(dset: Any) -> tuple[Any, Any]:
-    fspace = dset.id.get_space()
-    fspace.select_none()
-    mspace = h5s.create_simple((1,))
-    mspace.select_none()
-    return fspace, mspace
+    return fspace, mspace, memory
 
 
 def write_from(
@@ -78,12 +74,7 @@ def write_from(
     A rank with nothing to write selects none and still takes part. ``same_type`` writes the
     bytes as the file's type (UTF-8 strings held as NumPy bytes).
     """
-    spaces = _spaces(dset, start, count, memory, mem_start)
-    if spaces is None:
-        fspace, mspace = _nothing(dset)
-        memory = np.zeros(1, dtype=memory.dtype)
-    else:
-        fspace, mspace = spaces
+    fspace, mspace, memory = _spaces(dset, start, count, memory, mem_start)
     mtype = dset.id.get_type() if same_type else None
     dset.id.write(mspace, fspace, memory, mtype=mtype, dxpl=collective_xfer() if parallel else None)
 
@@ -95,12 +86,7 @@ def read_into(dset: Any, memory: np.ndarray, mem_start, start, count, parallel: 
     Filtered (checksummed) datasets are read independently, so a checksum failure on one rank
     raises there instead of stalling the others inside a collective transfer.
     """
-    spaces = _spaces(dset, start, count, memory, mem_start)
-    if spaces is None:
-        fspace, mspace = _nothing(dset)
-        memory = np.zeros(1, dtype=memory.dtype)
-    else:
-        fspace, mspace = spaces
+    fspace, mspace, memory = _spaces(dset, start, count, memory, mem_start)
     collective = parallel and not dset.fletcher32 and dset.compression is None
     dset.id.read(mspace, fspace, memory, dxpl=collective_xfer() if collective else None)
 
