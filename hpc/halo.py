@@ -107,6 +107,10 @@ class HaloExchange:
         Axis-by-axis phases (fewest messages) or one phase to all neighbours (full overlap).
     sync : {"fence", "pscw"}
         RMA synchronisation: ``MPI_Win_fence`` or post-start-complete-wait (neighbours only).
+    components : int
+        Values per cell, stored as a leading axis: arrays of shape
+        ``(components, *decomp.ghost_shape)`` (structure-of-arrays, as lattice Boltzmann
+        distributions). Every component's ghosts travel in the same messages.
 
     Notes
     -----
@@ -133,7 +137,10 @@ class HaloExchange:
         method: str = "p2p",
         pattern: str = "sweep",
         sync: str = "fence",
+        components: int = 1,
     ) -> None:
+        if int(components) < 1:
+            raise ValueError(f"components={components}: must be >= 1")
         if method not in ("p2p", "rma"):
             raise ValueError(f"method={method!r}: expected 'p2p' or 'rma'")
         if pattern not in ("sweep", "direct"):
@@ -149,7 +156,19 @@ class HaloExchange:
         self.backend = decomp.backend
         self._device = self.backend.is_gpu
         self._staged = self._device and not cuda_aware_mpi()
-        self._shape3 = _pack.as3d(np.empty(decomp.ghost_shape, dtype=np.int8)).shape
+        self.components = int(components)
+        g = decomp.ghost_shape
+        if self.components == 1:
+            self.array_shape = g
+            self._shape3 = _pack.as3d(np.empty(g, dtype=np.int8)).shape
+        else:
+            self.array_shape = (self.components, *g)
+            # The component axis leads; in 3-D it is merged with the first spatial axis.
+            self._shape3 = (
+                (self.components * g[0], g[1], g[2])
+                if len(g) == 3
+                else _pack.as3d(np.empty(self.array_shape, dtype=np.int8)).shape
+            )
         self._check_widths()
         self.phases = [self._classify(t) for t in self._plan_transfers()]
         self._allocate_buffers()
@@ -226,7 +245,8 @@ class HaloExchange:
         sweep = self.pattern == "sweep"
         # Receive slots are laid out identically on every rank (the largest size any rank
         # needs), so an RMA origin knows the displacement of its data at the target.
-        sizes = [math.prod(self._box(dr, False, sweep)[3:]) for dirs in plan for dr in dirs]
+        q = self.components
+        sizes = [q * math.prod(self._box(dr, False, sweep)[3:]) for dirs in plan for dr in dirs]
         local = np.array(sizes or [0], dtype=np.int64)
         widest = np.empty_like(local)
         self.comm.Allreduce(local, widest, op=MPI.MAX)
@@ -253,7 +273,7 @@ class HaloExchange:
                         peer=peer,
                         send_box=send_box,
                         recv_box=self._box(dr, False, sweep),
-                        count=_pack.count(send_box),
+                        count=_pack.count(send_box) * self.components,
                         recv_offset=offsets[dr],
                         target_offset=offsets[_neg(dr)],
                         send_tag=tag,
@@ -262,6 +282,28 @@ class HaloExchange:
                 )
             phases.append(transfers)
         return phases
+
+    def _expand(self, box: _pack.Box) -> list[_pack.Box]:
+        """The boxes of the array's 3-D view that hold spatial ``box`` for every component."""
+        q = self.components
+        if q == 1:
+            return [box]
+        lo0, lo1, lo2, n0, n1, n2 = box
+        if self.decomp.ndim == 3:
+            g0 = self.decomp.ghost_shape[0]
+            return [(c * g0 + lo0, lo1, lo2, n0, n1, n2) for c in range(q)]
+        if self.decomp.ndim == 2:
+            return [(0, lo1, lo2, q, n1, n2)]
+        return [(0, 0, lo2, 1, q, n2)]
+
+    def _layout(self, items: list[tuple[_pack.Box, int]]) -> tuple[list[_pack.Box], list[int]]:
+        """Expanded boxes and their buffer offsets: a message holds its components in turn."""
+        boxes, offsets = [], []
+        for box, start in items:
+            for k, b in enumerate(self._expand(box)):
+                boxes.append(b)
+                offsets.append(start + k * _pack.count(b))
+        return boxes, offsets
 
     def _classify(self, transfers: list[Transfer]) -> _Phase:
         me = self.decomp.rank
@@ -274,34 +316,33 @@ class HaloExchange:
         # On a self-wrapped axis the ghosts at dr are what this rank sends towards -dr.
         own = [t for t in transfers if t.peer == me]
         shape3, xp = self._shape3, self.backend.xp
+        ex = self._expand
         ph.self_copy = _pack.BoxMove(
             shape3,
             "copy",
-            [by_dir[_neg(t.direction)].send_box for t in own],
-            targets=[t.recv_box for t in own],
+            [b for t in own for b in ex(by_dir[_neg(t.direction)].send_box)],
+            targets=[b for t in own for b in ex(t.recv_box)],
             xp=xp,
         )
         remote = [t for t in transfers if t.peer != me]
         for t in remote:
-            if in_place and _pack.is_contiguous(t.send_box, self._shape3):
-                ph.direct.append((t, *_pack.flat_range(t.send_box, self._shape3)))
+            sends, recvs = ex(t.send_box), ex(t.recv_box)
+            if in_place and len(sends) == 1 and _pack.is_contiguous(sends[0], shape3):
+                ph.direct.append((t, *_pack.flat_range(sends[0], shape3)))
             else:
                 ph.packed.append((t, ph.send_size))
                 ph.send_size += t.count
-            if self.method == "p2p" and in_place and _pack.is_contiguous(t.recv_box, self._shape3):
-                ph.direct_recv.append((t, *_pack.flat_range(t.recv_box, self._shape3)))
+            one = len(recvs) == 1 and _pack.is_contiguous(recvs[0], shape3)
+            if self.method == "p2p" and in_place and one:
+                ph.direct_recv.append((t, *_pack.flat_range(recvs[0], shape3)))
             else:
                 ph.buffered.append(t)
-        ph.pack = _pack.BoxMove(
-            shape3, "pack", [t.send_box for t, _ in ph.packed], [o for _, o in ph.packed], xp=xp
+        pack_boxes, pack_offsets = self._layout([(t.send_box, off) for t, off in ph.packed])
+        ph.pack = _pack.BoxMove(shape3, "pack", pack_boxes, pack_offsets, xp=xp)
+        unpack_boxes, unpack_offsets = self._layout(
+            [(t.recv_box, t.recv_offset) for t in ph.buffered]
         )
-        ph.unpack = _pack.BoxMove(
-            shape3,
-            "unpack",
-            [t.recv_box for t in ph.buffered],
-            [t.recv_offset for t in ph.buffered],
-            xp=xp,
-        )
+        ph.unpack = _pack.BoxMove(shape3, "unpack", unpack_boxes, unpack_offsets, xp=xp)
         return ph
 
     # -- buffers, requests, windows -----------------------------------------------------
@@ -365,11 +406,10 @@ class HaloExchange:
 
     # -- the exchange -------------------------------------------------------------------
     def _check(self, a: Any) -> None:
-        d = self.decomp
-        if tuple(a.shape) != d.ghost_shape:
+        if tuple(a.shape) != self.array_shape:
             raise ValueError(
                 f"array of shape {tuple(a.shape)} does not match the local block with ghosts "
-                f"{d.ghost_shape}"
+                f"{self.array_shape}"
             )
         if np.dtype(a.dtype) != self.dtype:
             raise ValueError(f"array dtype {a.dtype} != exchange dtype {self.dtype}")
@@ -382,10 +422,10 @@ class HaloExchange:
     def _bind(self, a: Any) -> _Binding:
         """The prepared requests and views for ``a`` (made on its first exchange)."""
         bound = self._bindings.get(id(a))
-        if bound is not None and bound.array is a and tuple(a.shape) == self.decomp.ghost_shape:
+        if bound is not None and bound.array is a and tuple(a.shape) == self.array_shape:
             return bound
         self._check(a)
-        a3 = _pack.as3d(a)
+        a3 = a.reshape(self._shape3)
         flat = a3.reshape(-1)
         recvs, sends, owned, puts = [], [], [], []
         for p, ph in enumerate(self.phases):

@@ -66,6 +66,26 @@ def check(shape, periodic, halo, dtype, method, pattern, sync, dims=None) -> Non
         assert np.array_equal(a, want), f"rank {comm.rank}: start/finish differs from exchange"
 
 
+def check_components(shape, periodic, halo, q, method, pattern, sync) -> None:
+    comm = world()
+    d = hpc.CartDecomposition(shape, periodic=periodic, halo=halo, backend="cpu")
+    rng = np.random.default_rng(len(shape) * 100 + q)
+    g = rng.standard_normal((q, *shape))
+    a = np.full((q, *d.ghost_shape), SENTINEL)
+    want = np.stack([expected_local(g[c], d) for c in range(q)])
+    for c in range(q):
+        d.interior(a[c])[...] = g[c][d.local_slices]
+    with hpc.HaloExchange(
+        d, np.float64, method=method, pattern=pattern, sync=sync, components=q
+    ) as ex:
+        ex.exchange(a)
+    bad = np.argwhere(a != want)
+    assert not bad.size, (
+        f"rank {comm.rank}: {len(bad)} wrong cells (first {tuple(bad[0])}) with {q} components, "
+        f"shape={shape} periodic={periodic} {method}/{pattern}/{sync} dims={d.dims}"
+    )
+
+
 def main() -> int:
     comm = world()
     rng = np.random.default_rng(2024 + comm.size)
@@ -92,6 +112,14 @@ def main() -> int:
                 check(shape, True, 1, np.float64, method, pattern, sync, dims=dims)
                 check(shape, False, 2, np.float32, method, pattern, sync, dims=dims)
                 count += 2
+    # Several values per cell (a leading component axis, as lattice Boltzmann populations).
+    for shape, periodic in [((17,), True), ((11, 9), (True, False)), ((9, 8, 7), True)]:
+        for method, sync in transports:
+            for pattern in ("sweep", "direct"):
+                check_components(
+                    shape, periodic, 2 if len(shape) < 3 else 1, 5, method, pattern, sync
+                )
+                count += 1
     comm.Barrier()
     if comm.rank == 0:
         print(f"halo: {count} cases passed on {comm.size} ranks")
