@@ -1,0 +1,318 @@
+"""Flow cases with a Python API: lid-driven cavity, Taylor-Green vortex, Poiseuille channel.
+
+Each case maps its physical parameters (Re, characteristic speed, size) to lattice units through
+:class:`~hpc.domains.cfd.units.LatticeUnits` (refusing unstable settings before anything runs),
+builds the decomposition, flags and solver, and knows its reference solution.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from hpc.decomposition import CartDecomposition
+
+from .codegen import MOVING_WALL
+from .lattice import D2Q9, D3Q19, lattice_named
+from .solver import LBMSolver
+from .units import LatticeUnits
+
+__all__ = ["Case", "LidDrivenCavity", "TaylorGreen", "Channel"]
+
+
+class Case:
+    """Common driver: stepping with a convergence monitor and progress on rank 0."""
+
+    solver: LBMSolver
+    units: LatticeUnits
+    decomp: CartDecomposition
+
+    def _make(
+        self,
+        shape,
+        periodic,
+        lattice,
+        units,
+        collision,
+        dtype,
+        comm,
+        backend,
+        dims,
+        force=None,
+        wall_velocity=None,
+        flags=None,
+    ):
+        self.units = units
+        self.decomp = CartDecomposition(
+            shape, periodic=periodic, halo=1, comm=comm, dims=dims, backend=backend
+        )
+        lat = lattice_named(lattice) if isinstance(lattice, str) else lattice
+        self.solver = LBMSolver(
+            self.decomp,
+            lat,
+            units.tau,
+            collision=collision,
+            dtype=dtype,
+            force=force,
+            wall_velocity=wall_velocity,
+            flags=flags(self.decomp) if callable(flags) else None,
+        )
+
+    @property
+    def comm(self) -> Any:
+        return self.decomp.comm
+
+    def velocity_residual(self, previous: list[Any] | None) -> tuple[float, list[Any]]:
+        """Collective. max |u - u_previous| / U over the grid, and the current velocity."""
+        _, u = self.solver.macroscopic()
+        if previous is None:
+            return math.inf, u
+        xp = self.solver.xp
+        local = max(
+            float(xp.abs(a - b).max()) if a.size else 0.0 for a, b in zip(u, previous, strict=True)
+        )
+        return self.comm.allreduce(local, op=MPI.MAX) / self.units.u, u
+
+    def run(
+        self,
+        steps: int,
+        check_every: int = 500,
+        tol: float | None = None,
+        progress: bool = False,
+        on_check: Callable[[int, float], None] | None = None,
+    ) -> dict[str, float]:
+        """Collective. Advance up to ``steps`` steps; stop early once the velocity residual
+        between checks falls below ``tol`` (steady cases). Returns timing and the residual."""
+        previous, residual = None, math.inf
+        cells = math.prod(self.decomp.global_shape)
+        t0 = time.perf_counter()
+        done = 0
+        while done < steps:
+            chunk = min(check_every, steps - done)
+            self.solver.step(chunk)
+            done += chunk
+            if tol is not None or progress or on_check:
+                residual, previous = self.velocity_residual(previous)
+                elapsed = time.perf_counter() - t0
+                if progress and self.comm.Get_rank() == 0:
+                    print(
+                        f"step {self.solver.steps_done:8d}  {done / elapsed:9.1f} steps/s  "
+                        f"{cells * done / elapsed / 1e6:8.2f} MLUPS  residual {residual:.3e}",
+                        flush=True,
+                    )
+                if on_check:
+                    on_check(self.solver.steps_done, residual)
+                if tol is not None and residual < tol:
+                    break
+        elapsed = self.comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        return {
+            "steps": done,
+            "seconds": elapsed,
+            "residual": residual,
+            "mlups": cells * done / max(elapsed, 1e-12) / 1e6,
+        }
+
+    def fields(self) -> dict[str, Any]:
+        """Local. Density and velocity components of the owned cells, with ghosts allocated
+        (the layout :func:`hpc.io.write_array` takes)."""
+        rho, u = self.solver.macroscopic()
+        out = {}
+        for name, values in [("rho", rho)] + [(f"u{'xyz'[a]}", ua) for a, ua in enumerate(u)]:
+            local = self.decomp.allocate(np.float64)
+            local[self.decomp.interior_slices] = values
+            out[name] = local
+        return out
+
+
+class LidDrivenCavity(Case):
+    """Square (cube) cavity of ``n`` cells per side, lid at the top (y = n) moving along +x.
+
+    ``Re = u_lid * n / nu``; half-way bounce-back walls, so the cavity spans [0, n] in cell
+    units with cell centres at i + 1/2. Velocities are reported scaled by ``u_lid``.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        re: float,
+        u_lid: float = 0.1,
+        dim: int = 2,
+        collision: str = "trt",
+        dtype: Any = np.float64,
+        comm: Any = None,
+        backend: Any = None,
+        dims: Any = None,
+    ) -> None:
+        self.n, self.re, self.dim = int(n), float(re), int(dim)
+        units = LatticeUnits.from_reynolds(re, n, u_lid)
+
+        def flags(decomp: CartDecomposition) -> np.ndarray:
+            f = LBMSolver.default_flags_for(decomp)
+            if decomp.offset[1] + decomp.local_shape[1] == n:  # the top ghost layer is the lid
+                index = [slice(None)] * decomp.ndim
+                index[1] = -1
+                f[tuple(index)] = MOVING_WALL
+            return f
+
+        wall = (u_lid,) + (0.0,) * (dim - 1)
+        self._make(
+            (n,) * dim,
+            False,
+            D2Q9 if dim == 2 else D3Q19,
+            units,
+            collision,
+            dtype,
+            comm,
+            backend,
+            dims,
+            wall_velocity=wall,
+            flags=flags,
+        )
+
+    def centerlines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """Collective. On rank 0: (y, u/U) along the vertical centre line and (x, v/U) along
+        the horizontal one, interpolated to the centre (None on other ranks)."""
+        fields = self.fields()
+        ux = self.decomp.gather(fields["ux"])
+        uy = self.decomp.gather(fields["uy"])
+        if ux is None:
+            return None
+        if self.dim == 3:
+            mid = self.n // 2
+            ux, uy = ux[:, :, mid], uy[:, :, mid]
+        n, u_lid = self.n, self.units.u
+        m = n // 2
+        if n % 2:  # a cell centre on the centre line
+            u_line, v_line = ux[m, :], uy[:, m]
+        else:
+            u_line = 0.5 * (ux[m - 1, :] + ux[m, :])
+            v_line = 0.5 * (uy[:, m - 1] + uy[:, m])
+        pos = (np.arange(n) + 0.5) / n
+        # Walls: u = 0 at the bottom, u_lid at the lid; v = 0 at both side walls.
+        y = np.concatenate([[0.0], pos, [1.0]])
+        u = np.concatenate([[0.0], u_line / u_lid, [1.0]])
+        x = np.concatenate([[0.0], pos, [1.0]])
+        v = np.concatenate([[0.0], v_line / u_lid, [0.0]])
+        return y, u, x, v
+
+
+class TaylorGreen(Case):
+    """Decaying Taylor-Green vortex on a periodic box of ``n`` cells per side.
+
+    2-D: ``u = U sin(kx) cos(ky)``, ``v = -U cos(kx) sin(ky)``, k = 2 pi / n, whose kinetic
+    energy decays as ``exp(-4 nu k^2 t)``. 3-D: the classic ``u = U sin x cos y cos z``,
+    ``v = -U cos x sin y cos z``, ``w = 0``. ``Re = U n / nu``.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        re: float = 100.0,
+        u0: float = 0.05,
+        dim: int = 2,
+        collision: str = "bgk",
+        dtype: Any = np.float64,
+        comm: Any = None,
+        backend: Any = None,
+        dims: Any = None,
+        nu: float | None = None,
+    ) -> None:
+        self.n, self.dim = int(n), int(dim)
+        units = (
+            LatticeUnits.from_viscosity(nu, n, u0)
+            if nu is not None
+            else LatticeUnits.from_reynolds(re, n, u0)
+        )
+        self._make(
+            (n,) * dim,
+            True,
+            D2Q9 if dim == 2 else D3Q19,
+            units,
+            collision,
+            dtype,
+            comm,
+            backend,
+            dims,
+        )
+        self.k = 2 * np.pi / n
+        rho, u = self.initial_fields()
+        self.solver.initialize(rho, u)
+
+    def initial_fields(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        coords = [(c + 0.5) * self.k for c in self.solver.coordinates()]
+        u0, xp = self.units.u, self.solver.xp
+        if self.dim == 2:
+            x, y = coords
+            u = [u0 * np.sin(x) * np.cos(y), -u0 * np.cos(x) * np.sin(y)]
+            p = -0.25 * u0**2 * (np.cos(2 * x) + np.cos(2 * y))
+        else:
+            x, y, z = coords
+            u = [
+                u0 * np.sin(x) * np.cos(y) * np.cos(z),
+                -u0 * np.cos(x) * np.sin(y) * np.cos(z),
+                np.zeros(np.broadcast_shapes(x.shape, y.shape, z.shape)),
+            ]
+            p = u0**2 / 16 * (np.cos(2 * x) + np.cos(2 * y)) * (np.cos(2 * z) + 2)
+        shape = self.decomp.local_shape
+        rho = 1.0 + 3.0 * np.broadcast_to(p, shape)
+        return xp.asarray(rho), [xp.asarray(np.broadcast_to(ua, shape)) for ua in u]
+
+    def kinetic_energy(self) -> float:
+        """Collective. Mean of |u|^2 / 2 over the grid."""
+        _, u = self.solver.macroscopic()
+        local = float(sum((ua * ua).sum() for ua in u)) * 0.5
+        return self.comm.allreduce(local, op=MPI.SUM) / math.prod(self.decomp.global_shape)
+
+    def analytic_energy(self, steps: int) -> float:
+        """2-D: ``E0 exp(-4 nu k^2 t)`` with ``E0 = U^2 / 4``."""
+        return self.units.u**2 / 4 * math.exp(-4 * self.units.nu * self.k**2 * steps)
+
+    def analytic_velocity(self, steps: int) -> list[np.ndarray]:
+        """2-D: the exact velocity field of the owned cells after ``steps`` steps."""
+        decay = math.exp(-2 * self.units.nu * self.k**2 * steps)
+        x, y = [(c + 0.5) * self.k for c in self.solver.coordinates()]
+        u0 = self.units.u * decay
+        return [u0 * np.sin(x) * np.cos(y), -u0 * np.cos(x) * np.sin(y)]
+
+
+class Channel(Case):
+    """Poiseuille flow between walls at y = 0 and y = ny, periodic along x, driven by a body
+    force that gives peak speed ``u_max``: ``F = 8 nu u_max / ny^2``; ``Re = u_max ny / nu``."""
+
+    def __init__(
+        self,
+        nx: int,
+        ny: int,
+        re: float = 10.0,
+        u_max: float = 0.05,
+        collision: str = "trt",
+        dtype: Any = np.float64,
+        comm: Any = None,
+        backend: Any = None,
+        dims: Any = None,
+    ) -> None:
+        self.nx, self.ny = int(nx), int(ny)
+        units = LatticeUnits.from_reynolds(re, ny, u_max)
+        self.force = 8 * units.nu * u_max / ny**2
+        self._make(
+            (nx, ny),
+            (True, False),
+            D2Q9,
+            units,
+            collision,
+            dtype,
+            comm,
+            backend,
+            dims,
+            force=(self.force, 0.0),
+        )
+
+    def analytic_profile(self) -> np.ndarray:
+        """u(y) at the owned cell centres (y + 1/2 from the lower wall)."""
+        y = np.arange(self.decomp.local_slices[1].start, self.decomp.local_slices[1].stop) + 0.5
+        return self.force / (2 * self.units.nu) * y * (self.ny - y)
