@@ -134,7 +134,8 @@ def _cell_body(lat: Lattice, collision: str, forcing: bool, indent: str) -> list
 def kernel_source(lattice: Lattice, collision: str, forcing: bool, dtype: Any, target: str) -> str:
     """Python source of the fused stream-and-collide kernel ``stream_collide``.
 
-    Signature: ``(f, g, flags, lo0, hi0, lo1, hi1[, lo2, hi2], omega_plus, omega_minus, F..., U...)``
+    Signature: ``(f, g, flags, lo0, hi0, lo1, hi1[, lo2, hi2], omega_plus, omega_minus,
+    F..., U...)``
     updating the cells of the box ``[lo, hi)`` of the ghosted local arrays ``f`` (in) and ``g``
     (out), both ``(q, *ghost_shape)``. For BGK, ``omega_minus`` must equal ``omega_plus``.
     """

@@ -81,7 +81,8 @@ class LatticeUnits:
         """Raise ``ValueError`` naming the cause when the settings would be unstable."""
         if self.tau - 0.5 < TAU_MIN_MARGIN:
             raise ValueError(
-                f"tau={self.tau:.5f} is too close to 1/2 (nu={self.nu:.3g}; Re={self.reynolds:.4g}, "
+                f"tau={self.tau:.5f} is too close to 1/2 (nu={self.nu:.3g}; "
+                f"Re={self.reynolds:.4g}, "
                 f"L={self.length:g} cells, U={self.u:g}): the scheme would be unstable. Use more "
                 f"cells (tau grows with L at fixed Re and U), a larger U, or a lower Re"
             )
