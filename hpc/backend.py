@@ -123,6 +123,25 @@ def gpu_unavailable_reason() -> str | None:
     return None
 
 
+def _share_cores() -> None:
+    """Split this process's cores among the ranks on its node for numba's threads.
+
+    Without it, N ranks on a node each start one thread per core: N-fold oversubscription.
+    An explicit ``NUMBA_NUM_THREADS`` is left alone.
+    """
+    import os
+
+    if "NUMBA_NUM_THREADS" in os.environ:
+        return
+    import numba
+
+    from .comm import node_local_size
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    per_rank = max(1, (os.cpu_count() or 1) // node_local_size())
+    numba.set_num_threads(max(1, min(cores or 1, per_rank, numba.config.NUMBA_NUM_THREADS)))
+
+
 def _node_local_device(count: int) -> int:
     """Round-robin GPU by node-local rank, so ranks on one node spread over its devices."""
     from .comm import node_local_rank
@@ -168,6 +187,7 @@ def get_backend(name: str | Backend | None = None) -> Backend:
         if requested in _cached:
             return _cached[requested]
         if requested == "cpu":
+            _share_cores()
             backend = Backend("cpu", np)
         else:
             reason = gpu_unavailable_reason()
@@ -177,6 +197,7 @@ def get_backend(name: str | Backend | None = None) -> Backend:
                 raise BackendUnavailableError(f"HPC_BACKEND=gpu was asked for, but {reason}")
             else:
                 log.info("hpc: using the CPU backend: %s", reason)
+                _share_cores()
                 backend = _cached.get("cpu") or Backend("cpu", np)
         _cached[requested] = backend
         _cached.setdefault(backend.name, backend)

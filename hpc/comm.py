@@ -31,6 +31,7 @@ __all__ = [
 _lock = threading.Lock()
 _world: MPI.Comm | None = None
 _node_rank: int | None = None
+_node_size: int | None = None
 
 
 def world() -> MPI.Comm:
@@ -48,6 +49,16 @@ def world() -> MPI.Comm:
 def resolve_comm(comm: MPI.Comm | None) -> MPI.Comm:
     """Return ``comm``, or :func:`world` when it is None."""
     return world() if comm is None else comm
+
+
+def node_local_size() -> int:
+    """Collective on first call. How many ranks of the job share this node."""
+    global _node_size
+    if _node_size is None:
+        local = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+        _node_size = local.Get_size()
+        local.Free()
+    return _node_size
 
 
 def node_local_rank() -> int:

@@ -1,0 +1,223 @@
+"""CFD validation against published tables and analytic solutions, and its input checks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hpc.domains.cfd import Channel, LatticeUnits, LidDrivenCavity, TaylorGreen
+
+from tests.conftest import MPI_DIR, ROOT, run_mpi
+
+# Ghia, Ghia & Shin (1982), Table I (u on the vertical centre line) and II (v, horizontal).
+GHIA_Y = [
+    1.0000,
+    0.9766,
+    0.9688,
+    0.9609,
+    0.9531,
+    0.8516,
+    0.7344,
+    0.6172,
+    0.5000,
+    0.4531,
+    0.2813,
+    0.1719,
+    0.1016,
+    0.0703,
+    0.0625,
+    0.0547,
+    0.0000,
+]
+GHIA_X = [
+    1.0000,
+    0.9688,
+    0.9609,
+    0.9531,
+    0.9453,
+    0.9063,
+    0.8594,
+    0.8047,
+    0.5000,
+    0.2344,
+    0.2266,
+    0.1563,
+    0.0938,
+    0.0781,
+    0.0703,
+    0.0625,
+    0.0000,
+]
+GHIA_U = {
+    100: [
+        1.00000,
+        0.84123,
+        0.78871,
+        0.73722,
+        0.68717,
+        0.23151,
+        0.00332,
+        -0.13641,
+        -0.20581,
+        -0.21090,
+        -0.15662,
+        -0.10150,
+        -0.06434,
+        -0.04775,
+        -0.04192,
+        -0.03717,
+        0.00000,
+    ],
+    400: [
+        1.00000,
+        0.75837,
+        0.68439,
+        0.61756,
+        0.55892,
+        0.29093,
+        0.16256,
+        0.02135,
+        -0.11477,
+        -0.17119,
+        -0.32726,
+        -0.24299,
+        -0.14612,
+        -0.10338,
+        -0.09266,
+        -0.08186,
+        0.00000,
+    ],
+}
+GHIA_V = {
+    100: [
+        0.00000,
+        -0.05906,
+        -0.07391,
+        -0.08864,
+        -0.10313,
+        -0.16914,
+        -0.22445,
+        -0.24533,
+        0.05454,
+        0.17527,
+        0.17507,
+        0.16077,
+        0.12317,
+        0.10890,
+        0.10091,
+        0.09233,
+        0.00000,
+    ],
+    # the sixth point (-0.23827) is a known misprint of the paper and is left out
+    400: [
+        0.00000,
+        -0.12146,
+        -0.15663,
+        -0.19254,
+        -0.22847,
+        np.nan,
+        -0.44993,
+        -0.38598,
+        0.05186,
+        0.30174,
+        0.30203,
+        0.28124,
+        0.22965,
+        0.20920,
+        0.19713,
+        0.18360,
+        0.00000,
+    ],
+}
+
+
+def ghia_errors(n: int, re: int) -> tuple[float, float]:
+    cavity = LidDrivenCavity(n, re, u_lid=0.1)
+    info = cavity.run(400_000, check_every=2000, tol=1e-7)
+    assert info["residual"] < 1e-7, "the cavity reached its steady state"
+    y, u, x, v = cavity.centerlines()
+    du = np.abs(np.interp(GHIA_Y, y, u) - GHIA_U[re])
+    dv = np.abs(np.interp(GHIA_X, x, v) - np.array(GHIA_V[re]))
+    return float(du.max()), float(np.nanmax(dv))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("re", "coarse", "fine"), [(100, 32, 64), (400, 64, 96)])
+def test_cavity_matches_ghia_and_converges(re, coarse, fine):
+    eu_c, ev_c = ghia_errors(coarse, re)
+    eu_f, ev_f = ghia_errors(fine, re)
+    assert eu_f <= 0.02 and ev_f <= 0.02, (eu_f, ev_f)
+    assert eu_f < eu_c and ev_f < ev_c, "the error falls as the grid is refined"
+
+
+def test_taylor_green_energy_decay_is_second_order():
+    errors = []
+    for n in (16, 32, 64):  # diffusive scaling: fixed nu, U ~ 1/n, steps ~ n^2
+        tg = TaylorGreen(n, nu=0.02, u0=0.05 * 16 / n)
+        steps = int(0.5 * n * n / (4 * 0.02 * (2 * np.pi) ** 2))
+        tg.solver.step(steps)
+        errors.append(abs(tg.kinetic_energy() / tg.analytic_energy(steps) - 1))
+    assert errors[-1] <= 0.01, errors
+    for coarse, fine in zip(errors, errors[1:], strict=False):
+        assert 3.3 < coarse / fine < 4.7, f"error ratio {coarse / fine:.2f} per doubling"
+
+
+@pytest.mark.parametrize(("collision", "tol"), [("trt", 1e-9), ("bgk", 1e-3)])
+def test_poiseuille_profile_with_halfway_bounce_back(collision, tol):
+    ch = Channel(4, 32, re=32 * 0.05 / 0.1, u_max=0.05, collision=collision)  # tau = 0.8
+    assert ch.units.tau == pytest.approx(0.8)
+    ch.solver.step(int(5 * 32 * 32 / ch.units.nu))
+    _, u = ch.solver.macroscopic()
+    exact = ch.analytic_profile()
+    err = np.sqrt(((u[0] - exact[None, :]) ** 2).sum() / (4 * (exact**2).sum()))
+    assert err <= tol, err  # TRT (magic 3/16) is exact; BGK within 1e-3 at tau = 0.8
+    assert np.abs(u[1]).max() < 1e-12
+
+
+def test_unstable_settings_are_refused_before_the_run():
+    with pytest.raises(ValueError, match="tau=0.50.* too close to 1/2.*more cells"):
+        LidDrivenCavity(32, re=5000, u_lid=0.05)
+    with pytest.raises(ValueError, match="Mach number 0.5.*exceeds 0.3"):
+        LidDrivenCavity(32, re=100, u_lid=0.3)
+    with pytest.raises(ValueError, match="Re=-1"):
+        LatticeUnits.from_reynolds(-1, 10, 0.1)
+
+
+def test_three_d_cavity_and_taylor_green_run_in_float32():
+    tg = TaylorGreen(16, re=50, u0=0.05, dim=3, dtype=np.float32)
+    e0 = tg.kinetic_energy()
+    tg.solver.step(50)
+    assert tg.solver.f.dtype == np.float32
+    e1 = tg.kinetic_energy()
+    assert 0 < e1 < e0
+    cavity = LidDrivenCavity(12, re=20, dim=3, dtype=np.float32)
+    cavity.solver.step(100)
+    rho, u = cavity.solver.macroscopic()
+    assert np.isfinite(u[0]).all() and float(u[0].max()) > 0.01
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("nranks", [2, 4])
+def test_fields_are_bitwise_identical_on_any_decomposition(nranks):
+    proc = run_mpi(nranks, [str(MPI_DIR / "check_cfd_invariance.py")], timeout=500)
+    assert "bitwise identical" in proc.stdout
+
+
+@pytest.mark.cudasim
+@pytest.mark.timeout(600)
+def test_gpu_kernel_under_the_simulator_matches_the_cpu_kernel():
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(MPI_DIR / "check_lbm_cudasim.py")],
+        capture_output=True,
+        text=True,
+        timeout=500,
+        env=env,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "match" in proc.stdout
