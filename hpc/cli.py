@@ -16,6 +16,8 @@ from typing import Any
 __all__ = ["main", "BENCHMARKS"]
 
 # name -> module under hpc.benchmarks; each module has add_arguments(parser) and run(args) -> dict
+# domain command lines: name -> module with add_parser(subparsers)
+DOMAINS = {"cfd": "hpc.domains.cfd.cli"}
 BENCHMARKS = {"halo": "hpc.benchmarks.halo", "io": "hpc.benchmarks.io"}
 
 
@@ -73,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="versions, MPI, parallel HDF5, GPU and backend in use")
     info.set_defaults(func=_info)
+
+    for modname in DOMAINS.values():
+        importlib.import_module(modname).add_parser(sub)
 
     bench = sub.add_parser(
         "bench",
