@@ -221,3 +221,93 @@ def test_gpu_kernel_under_the_simulator_matches_the_cpu_kernel():
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "match" in proc.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(600)
+def test_restart_after_a_stop_is_bitwise_the_straight_run(tmp_path):
+    import h5py
+
+    common = [
+        "-m",
+        "hpc",
+        "cfd",
+        "cavity",
+        "--n",
+        "24",
+        "--re",
+        "100",
+        "--quiet",
+        "--check-every",
+        "50",
+        "--tol",
+        "0",
+    ]
+    run_mpi(2, [*common, "--steps", "200", "--out", str(tmp_path / "straight.h5")])
+    # First job: 100 steps with a checkpoint, then it ends (as if killed right after).
+    run_mpi(
+        2,
+        [
+            *common,
+            "--steps",
+            "100",
+            "--checkpoint-every",
+            "100",
+            "--checkpoint-dir",
+            str(tmp_path / "ckpt"),
+        ],
+    )
+    # Second job, on another rank count: restart from the checkpoint and finish.
+    proc = run_mpi(
+        3,
+        [
+            *common,
+            "--steps",
+            "200",
+            "--restart",
+            "--checkpoint-dir",
+            str(tmp_path / "ckpt"),
+            "--out",
+            str(tmp_path / "restarted.h5"),
+        ],
+    )
+    assert "restarted from step 100" in proc.stdout
+    with h5py.File(tmp_path / "straight.h5") as a, h5py.File(tmp_path / "restarted.h5") as b:
+        assert a.attrs["steps"] == b.attrs["steps"] == 200
+        for name in ("rho", "ux", "uy"):
+            assert a[name][...].tobytes() == b[name][...].tobytes(), name
+
+
+def test_plot_draws_the_cavity(tmp_path):
+    out = tmp_path / "c.h5"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpc",
+            "cfd",
+            "cavity",
+            "--n",
+            "16",
+            "--re",
+            "10",
+            "--steps",
+            "300",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        check=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "hpc", "cfd", "plot", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    png = out.with_suffix(".png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
