@@ -18,7 +18,11 @@ __all__ = ["main", "BENCHMARKS"]
 # name -> module under hpc.benchmarks; each module has add_arguments(parser) and run(args) -> dict
 # domain command lines: name -> module with add_parser(subparsers)
 DOMAINS = {"cfd": "hpc.domains.cfd.cli"}
-BENCHMARKS = {"halo": "hpc.benchmarks.halo", "io": "hpc.benchmarks.io"}
+BENCHMARKS = {
+    "halo": "hpc.benchmarks.halo",
+    "io": "hpc.benchmarks.io",
+    "lbm": "hpc.benchmarks.lbm",
+}
 
 
 def _info(_: argparse.Namespace) -> int:

@@ -117,3 +117,35 @@ def test_bench_io_prints_the_json_contract_last(tmp_path):
         for peer, fig in block["peers"].items():
             assert block["ratio"][peer] == pytest.approx(fig["seconds"] / block["ours"]["seconds"])
     assert not (tmp_path / "scratch").exists(), "the scratch folder is removed"
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(600)
+def test_bench_lbm_prints_the_json_contract_last():
+    proc = run_mpi(
+        2,
+        [
+            "-m",
+            "hpc",
+            "bench",
+            "lbm",
+            "--json",
+            "--size2d",
+            "64",
+            "--size3d",
+            "16",
+            "--steps",
+            "3",
+            "--reps",
+            "1",
+        ],
+        timeout=550,
+    )
+    record = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert record["bench"] == "lbm" and record["ranks"] == 2 and record["size"] == [64, 64]
+    assert [c["case"] for c in record["cases"]] == ["D2Q9 float64", "D3Q19 float32"]
+    for case in record["cases"]:
+        assert case["ours"]["MLUPS"] > 0 and case["limits"]["roofline_MLUPS"] > 0
+        peer = case["peers"]["lbmpy"]
+        assert "error" not in peer, peer
+        assert case["ratio"]["lbmpy"] == pytest.approx(peer["seconds"] / case["ours"]["seconds"])

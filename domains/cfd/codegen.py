@@ -52,13 +52,15 @@ def _dot(c: tuple[int, ...], names: list[str]) -> str:
     return text[2:] if text.startswith("+ ") else f"-{text[2:]}"
 
 
-def _cell_body(lat: Lattice, collision: str, forcing: bool, indent: str) -> list[str]:
+def _cell_body(
+    lat: Lattice, collision: str, forcing: bool, indent: str, walls: bool = True
+) -> list[str]:
     d, q = lat.d, lat.q
     c = [tuple(int(v) for v in row) for row in lat.c.tolist()]
     opp = lat.opposite.tolist()
     idx = ", ".join(_AXES[:d])
     uw = [f"U{a}" for a in range(d)]
-    out = [f"if flags[{idx}] == {FLUID}:"]
+    out = [f"if flags[{idx}] == {FLUID}:" if walls else "if True:  # an all-fluid box"]
     ind = indent + "    "
     body = []
     for i in range(q):
@@ -72,6 +74,9 @@ def _cell_body(lat: Lattice, collision: str, forcing: bool, indent: str) -> list
             for a in range(d)
         )
         lid = _num(6.0 * lat.w[i])
+        if not walls:
+            body.append(f"p{i} = f[{i}, {src}]")
+            continue
         body += [
             f"fl = flags[{src}]",
             f"if fl == {FLUID}:",
@@ -131,13 +136,17 @@ def _cell_body(lat: Lattice, collision: str, forcing: bool, indent: str) -> list
     return [indent + out[0]] + out[1:]
 
 
-def kernel_source(lattice: Lattice, collision: str, forcing: bool, dtype: Any, target: str) -> str:
+def kernel_source(
+    lattice: Lattice, collision: str, forcing: bool, dtype: Any, target: str, walls: bool = True
+) -> str:
     """Python source of the fused stream-and-collide kernel ``stream_collide``.
 
     Signature: ``(f, g, flags, lo0, hi0, lo1, hi1[, lo2, hi2], omega_plus, omega_minus,
     F..., U...)``
     updating the cells of the box ``[lo, hi)`` of the ghosted local arrays ``f`` (in) and ``g``
     (out), both ``(q, *ghost_shape)``. For BGK, ``omega_minus`` must equal ``omega_plus``.
+    ``walls=False`` gives the branch-free variant for boxes whose cells and neighbours are all
+    fluid (the compiler can then vectorise the innermost loop).
     """
     if collision not in ("bgk", "trt"):
         raise ValueError(f"collision={collision!r}: expected 'bgk' or 'trt'")
@@ -149,7 +158,8 @@ def kernel_source(lattice: Lattice, collision: str, forcing: bool, dtype: Any, t
     forces = ", ".join(f"F{a}_" for a in range(d))
     walls = ", ".join(f"U{a}_" for a in range(d))
     lines = [
-        f'"""Generated: {lattice.name} {collision.upper()} forcing={forcing} {tname} {target}."""',
+        f'"""Generated: {lattice.name} {collision.upper()} forcing={forcing} walls={walls} '
+        f'{tname} {target}."""',
         "import numpy as np",
         "from numba import cuda, njit, prange"
         if target == "gpu"
@@ -173,7 +183,7 @@ def kernel_source(lattice: Lattice, collision: str, forcing: bool, dtype: Any, t
         for a in range(1, d):
             lines.append(f"{indent}for {_AXES[a]} in range(lo{a}, hi{a}):")
             indent += "    "
-        lines += _cell_body(lattice, collision, forcing, indent)
+        lines += _cell_body(lattice, collision, forcing, indent, walls)
     else:
         lines += ["@cuda.jit", header]
         lines += ["    " + p for p in prelude]
@@ -183,7 +193,7 @@ def kernel_source(lattice: Lattice, collision: str, forcing: bool, dtype: Any, t
             lines.append(f"    {_AXES[a]} = lo{a} + t{a}")
         cond = " or ".join(f"{_AXES[a]} >= hi{a}" for a in range(d))
         lines += [f"    if {cond}:", "        return"]
-        lines += _cell_body(lattice, collision, forcing, "    ")
+        lines += _cell_body(lattice, collision, forcing, "    ", walls)
     return "\n".join(lines) + "\n"
 
 
@@ -199,9 +209,11 @@ def _cache_dir() -> Path:
 _loaded: dict[str, Any] = {}
 
 
-def load_kernel(lattice: Lattice, collision: str, forcing: bool, dtype: Any, target: str) -> Any:
+def load_kernel(
+    lattice: Lattice, collision: str, forcing: bool, dtype: Any, target: str, walls: bool = True
+) -> Any:
     """The compiled kernel (generated, written to the cache folder and imported once)."""
-    text = kernel_source(lattice, collision, forcing, dtype, target)
+    text = kernel_source(lattice, collision, forcing, dtype, target, walls)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     if digest in _loaded:
         return _loaded[digest]

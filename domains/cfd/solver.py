@@ -105,6 +105,7 @@ class LBMSolver:
         forcing = any(self.force)
         target = "gpu" if self.backend.is_gpu else "cpu"
         self._kernel = load_kernel(lattice, collision, forcing, self.dtype, target)
+        self._fluid_kernel = load_kernel(lattice, collision, forcing, self.dtype, target, False)
         shape = (lattice.q, *decomp.ghost_shape)
         self.f = xp.zeros(shape, dtype=self.dtype)
         self.g = xp.zeros(shape, dtype=self.dtype)
@@ -113,6 +114,7 @@ class LBMSolver:
             raise ValueError(f"flags {tuple(self.flags.shape)} != {decomp.ghost_shape}")
         self.halo = HaloExchange(decomp, self.dtype, components=lattice.q, pattern=halo_pattern)
         self._inner, self._ring = self._boxes()
+        self._plan = [(box, self._kernel_for(box)) for box in [self._inner, *self._ring]]
         self.steps_done = 0
         self.initialize()
 
@@ -178,28 +180,41 @@ class LBMSolver:
                 ring.append(tuple(box))
         return inner, ring
 
+    def _kernel_for(self, box: tuple[int, ...]) -> Any:
+        """The branch-free kernel when the box and its neighbours are all fluid."""
+        region = tuple(slice(box[2 * a] - 1, box[2 * a + 1] + 1) for a in range(len(box) // 2))
+        flags = self.flags[region]
+        all_fluid = bool((flags == FLUID).all()) if flags.size else True
+        return self._fluid_kernel if all_fluid else self._kernel
+
+    def refresh_flags(self) -> None:
+        """Local. Re-plan the kernels after ``flags`` was changed."""
+        self._plan = [(box, self._kernel_for(box)) for box in [self._inner, *self._ring]]
+
     # -- stepping -----------------------------------------------------------------------
-    def _run(self, box: tuple[int, ...]) -> None:
+    def _run(self, box: tuple[int, ...], kernel: Any = None) -> None:
         if any(box[2 * a] >= box[2 * a + 1] for a in range(len(box) // 2)):
             return
+        kernel = kernel or self._kernel
         args = (self.omega_plus, self.omega_minus, *self.force, *self.wall_velocity)
         if self.backend.is_gpu:
             extents = [box[2 * a + 1] - box[2 * a] for a in range(len(box) // 2)]
             threads = (128, 2) if len(extents) == 2 else (64, 2, 2)
             sizes = list(reversed(extents))  # thread x runs along the last (contiguous) axis
             blocks = tuple((s + t - 1) // t for s, t in zip(sizes, threads, strict=True))
-            self._kernel[blocks, threads](self.f, self.g, self.flags, *box, *args)
+            kernel[blocks, threads](self.f, self.g, self.flags, *box, *args)
         else:
-            self._kernel(self.f, self.g, self.flags, *box, *args)
+            kernel(self.f, self.g, self.flags, *box, *args)
 
     def step(self, n: int = 1) -> None:
         """Collective. Advance ``n`` time steps."""
         for _ in range(n):
+            (inner, inner_kernel), *ring = self._plan
             self.halo.start(self.f)
-            self._run(self._inner)  # overlaps with the exchange
+            self._run(inner, inner_kernel)  # overlaps with the exchange
             self.halo.finish()
-            for box in self._ring:
-                self._run(box)
+            for box, kernel in ring:
+                self._run(box, kernel)
             self.f, self.g = self.g, self.f
             self.steps_done += 1
         if self.backend.is_gpu:
