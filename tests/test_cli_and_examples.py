@@ -149,3 +149,23 @@ def test_bench_lbm_prints_the_json_contract_last():
         peer = case["peers"]["lbmpy"]
         assert "error" not in peer, peer
         assert case["ratio"]["lbmpy"] == pytest.approx(peer["seconds"] / case["ours"]["seconds"])
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", ["cfd_cavity.ipynb"])
+def test_example_notebooks_run(name, tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(ROOT / "examples" / name, as_version=4)
+    NotebookClient(
+        nb, timeout=500, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    errors = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
+    assert not errors
