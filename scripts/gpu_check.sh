@@ -34,4 +34,11 @@ step "hpc bench halo --json (GPU backend, 1 and 2 ranks)"
 timeout 120 $PY -m hpc bench halo --json --backend gpu 2>&1 | tail -1 | tee -a "$LOG"
 timeout 180 $PY -m hpc.launcher -n 2 -m hpc bench halo --json --backend gpu 2>&1 | tail -1 \
   | tee -a "$LOG"
+
+
+step "CFD on the GPU: cavity 64^2 Re=100 vs Ghia, and hpc bench lbm"
+timeout 240 $PY -m hpc cfd cavity --n 64 --re 100 --backend gpu --check-every 5000 2>&1 | tail -3 \
+  | tee -a "$LOG"
+timeout 240 $PY -m hpc bench lbm --json --backend gpu --no-lbmpy --size3d 256 2>&1 | tail -1 \
+  | tee -a "$LOG"
 exit $status
