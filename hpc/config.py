@@ -42,6 +42,9 @@ class Settings:
         rank raises (default 1; only ever active when the world has more than one rank).
     test_device : str
         ``HPC_TEST_DEVICE``: ``gpu`` enables the tests marked ``gpu``.
+    cache_dir : str
+        ``HPC_CACHE_DIR``: where generated kernels are kept (default ``~/.cache/hpc``, or
+        ``$XDG_CACHE_HOME/hpc``).
     io_mode : {"auto", "mpio", "serial"}
         ``HPC_IO_MODE``: parallel HDF5 (``mpio``) when h5py has MPI and there is more than one
         rank (``auto``), or always through rank 0 (``serial``: gather/scatter).
@@ -52,6 +55,7 @@ class Settings:
     abort_on_exception: bool = True
     test_device: str = "cpu"
     io_mode: str = "auto"
+    cache_dir: str = ""
 
 
 def settings() -> Settings:
@@ -76,4 +80,6 @@ def settings() -> Settings:
         abort_on_exception=True if abort is None else abort,
         test_device=env.get("HPC_TEST_DEVICE", "cpu").strip().lower() or "cpu",
         io_mode=io_mode,
+        cache_dir=env.get("HPC_CACHE_DIR")
+        or os.path.join(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hpc"),
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +141,6 @@ def _run_case(args: argparse.Namespace) -> int:
         )
     tol = getattr(args, "tol", 0.0) or None
     previous, residual = None, math.inf
-    import time
-
     t0, start_steps = time.perf_counter(), solver.steps_done
     cells = math.prod(case.decomp.global_shape)
     every = max(1, args.check_every)

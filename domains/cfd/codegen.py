@@ -198,10 +198,9 @@ def kernel_source(
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("HPC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "hpc"
-    )
-    path = Path(root) / "lbm"
+    from hpc.config import settings
+
+    path = Path(settings().cache_dir) / "lbm"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -175,8 +175,6 @@ class LBMSolver:
                         box += [2, n[a]]
                     else:
                         box += [1, n[a] + 1]
-                if n[axis] == 1 and side == n[axis] and axis:  # pragma: no cover - n >= 2
-                    continue
                 ring.append(tuple(box))
         return inner, ring
 
