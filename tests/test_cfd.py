@@ -311,3 +311,30 @@ def test_plot_draws_the_cavity(tmp_path):
     assert proc.returncode == 0, proc.stderr
     png = out.with_suffix(".png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_velocity_inlet_and_pressure_outlet_give_pressure_driven_poiseuille():
+    nx, ny = 96, 24
+    ch = Channel(nx, ny, re=24 * 0.05 / 0.1, u_max=0.05, inflow=True)  # tau = 0.8
+    ch.solver.step(16000)
+    rho, u = ch.solver.macroscopic()
+    mass = (rho * u[0]).sum(axis=1)
+    assert np.ptp(mass) / mass.mean() < 2e-3, "mass flux is the same through every section"
+    mid = u[0][nx // 2]
+    shape = ch.analytic_profile()
+    scale = (mid * shape).sum() / (shape * shape).sum()
+    assert np.sqrt(((mid - scale * shape) ** 2).sum() / ((scale * shape) ** 2).sum()) < 1e-3
+    assert abs(rho[-1].mean() - 1.0) < 1e-3, "the outlet holds its density"
+    # Pressure drop against Poiseuille's dp/dx = 8 rho nu u_max / ny^2 (c_s^2 = 1/3).
+    drop = (rho[0].mean() - rho[-1].mean()) / 3
+    want = 8 * ch.units.nu * 0.05 / ny**2 * (nx - 1)
+    assert drop == pytest.approx(want, rel=0.05)
+    with pytest.raises(ValueError, match="walls, not periodicity"):
+        from hpc.domains.cfd.solver import LBMSolver, OpenBoundary
+
+        LBMSolver(
+            TaylorGreen(8).decomp,
+            ch.solver.lattice,
+            0.8,
+            open_boundaries=[OpenBoundary(0, -1, "pressure")],
+        )

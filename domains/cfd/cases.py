@@ -19,7 +19,7 @@ from hpc.decomposition import CartDecomposition
 
 from .codegen import MOVING_WALL
 from .lattice import D2Q9, D3Q19, lattice_named
-from .solver import LBMSolver
+from .solver import LBMSolver, OpenBoundary
 from .units import LatticeUnits
 
 __all__ = ["Case", "LidDrivenCavity", "TaylorGreen", "Channel"]
@@ -46,6 +46,7 @@ class Case:
         force=None,
         wall_velocity=None,
         flags=None,
+        open_boundaries=(),
     ):
         self.units = units
         self.decomp = CartDecomposition(
@@ -61,6 +62,7 @@ class Case:
             force=force,
             wall_velocity=wall_velocity,
             flags=flags(self.decomp) if callable(flags) else None,
+            open_boundaries=open_boundaries,
         )
 
     @property
@@ -281,8 +283,12 @@ class TaylorGreen(Case):
 
 
 class Channel(Case):
-    """Poiseuille flow between walls at y = 0 and y = ny, periodic along x, driven by a body
-    force that gives peak speed ``u_max``: ``F = 8 nu u_max / ny^2``; ``Re = u_max ny / nu``."""
+    """Poiseuille flow between walls at y = 0 and y = ny; ``Re = u_max ny / nu``.
+
+    Default: periodic along x, driven by the body force that gives peak speed ``u_max``,
+    ``F = 8 nu u_max / ny^2``. ``inflow=True``: a velocity inlet at x = 0 with the parabolic
+    profile of peak ``u_max`` and a pressure outlet (density 1) at x = nx, no body force.
+    """
 
     def __init__(
         self,
@@ -295,24 +301,28 @@ class Channel(Case):
         comm: Any = None,
         backend: Any = None,
         dims: Any = None,
+        inflow: bool = False,
     ) -> None:
-        self.nx, self.ny = int(nx), int(ny)
+        self.nx, self.ny, self.inflow = int(nx), int(ny), bool(inflow)
         units = LatticeUnits.from_reynolds(re, ny, u_max)
-        self.force = 8 * units.nu * u_max / ny**2
-        self._make(
-            (nx, ny),
-            (True, False),
-            D2Q9,
-            units,
-            collision,
-            dtype,
-            comm,
-            backend,
-            dims,
-            force=(self.force, 0.0),
-        )
+        common = (D2Q9, units, collision, dtype, comm, backend, dims)
+        if not inflow:
+            self.force = 8 * units.nu * u_max / ny**2
+            self._make((nx, ny), (True, False), *common, force=(self.force, 0.0))
+            return
+        self.force = 0.0
+
+        def profile(y: np.ndarray) -> list[np.ndarray]:
+            return [4 * u_max * (y + 0.5) * (ny - y - 0.5) / ny**2, 0.0 * y]
+
+        bounds = [
+            OpenBoundary(0, -1, "velocity", velocity=profile),
+            OpenBoundary(0, 1, "pressure", density=1.0),
+        ]
+        self._make((nx, ny), False, *common, open_boundaries=bounds)
 
     def analytic_profile(self) -> np.ndarray:
-        """u(y) at the owned cell centres (y + 1/2 from the lower wall)."""
+        """u(y) at the owned cell centres (y + 1/2 from the lower wall): the parabola of peak
+        ``u_max``."""
         y = np.arange(self.decomp.local_slices[1].start, self.decomp.local_slices[1].stop) + 0.5
-        return self.force / (2 * self.units.nu) * y * (self.ny - y)
+        return 4 * self.units.u * y * (self.ny - y) / self.ny**2

@@ -81,6 +81,11 @@ def add_parser(sub: Any) -> None:
     ch.add_argument("--re", type=float, default=16.0, help="Reynolds number u_max ny / nu")
     ch.add_argument("--u-max", type=float, default=0.05)
     ch.add_argument("--tol", type=float, default=1e-9)
+    ch.add_argument(
+        "--inflow",
+        action="store_true",
+        help="velocity inlet (parabolic) and pressure outlet instead of a body force",
+    )
     _common(ch, 100_000)
     ch.set_defaults(func=_run_case, case="channel")
     plot = cmds.add_parser("plot", help="PNG of a cavity result: speed, streamlines, profiles")
@@ -102,7 +107,7 @@ def _make_case(args: argparse.Namespace) -> Any:
         return TaylorGreen(args.n, re=args.re, u0=args.u0, dim=args.dim, **kw)
     if args.dim != 2:
         raise SystemExit("hpc cfd channel: the channel is 2-D (--dim 2)")
-    return Channel(args.nx, args.ny, re=args.re, u_max=args.u_max, **kw)
+    return Channel(args.nx, args.ny, re=args.re, u_max=args.u_max, inflow=args.inflow, **kw)
 
 
 def _run_case(args: argparse.Namespace) -> int:

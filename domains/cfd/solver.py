@@ -9,6 +9,7 @@ the boundary layer of the block.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,34 @@ from .codegen import FLUID, MOVING_WALL, WALL, load_kernel
 from .lattice import CS2, Lattice
 from .units import TRT_MAGIC
 
-__all__ = ["LBMSolver", "equilibrium", "FLUID", "WALL", "MOVING_WALL"]
+__all__ = ["LBMSolver", "OpenBoundary", "equilibrium", "FLUID", "WALL", "MOVING_WALL"]
+
+
+@dataclass(frozen=True)
+class OpenBoundary:
+    """An inflow or outflow face of the domain, imposed through its ghost layer.
+
+    Before every step the ghost cells of the face are set to the equilibrium of
+    ``kind="velocity"``: the given velocity (``velocity`` is a tuple, or a function of the face's
+    global cell indices along the other axes returning one array per component) and the density
+    of the adjacent cells; ``kind="pressure"``: the given ``density`` and the velocity of the
+    adjacent cells (zero gradient). The cells pulling from the face then stream them in.
+
+    Attributes
+    ----------
+    axis : int
+    side : {-1, +1}
+        The low or the high end of ``axis``.
+    kind : {"velocity", "pressure"}
+    velocity : tuple or callable, optional
+    density : float
+    """
+
+    axis: int
+    side: int
+    kind: str
+    velocity: Any = None
+    density: float = 1.0
 
 
 def equilibrium(lattice: Lattice, rho: Any, u: Sequence[Any], xp: Any = np) -> Any:
@@ -70,6 +98,7 @@ class LBMSolver:
         flags: Any = None,
         magic: float = TRT_MAGIC,
         halo_pattern: str = "sweep",
+        open_boundaries: Sequence[OpenBoundary] = (),
     ) -> None:
         if decomp.halo != 1:
             raise ValueError(f"the lattice Boltzmann solver needs halo=1, not {decomp.halo}")
@@ -109,7 +138,20 @@ class LBMSolver:
         shape = (lattice.q, *decomp.ghost_shape)
         self.f = xp.zeros(shape, dtype=self.dtype)
         self.g = xp.zeros(shape, dtype=self.dtype)
-        self.flags = xp.asarray(flags if flags is not None else self.default_flags(), np.uint8)
+        self.open_boundaries = [b for b in open_boundaries if self._owns_face(decomp, b)]
+        for b in open_boundaries:
+            if b.kind not in ("velocity", "pressure") or b.side not in (-1, 1):
+                raise ValueError(f"open boundary {b}: kind velocity|pressure, side -1|+1")
+            if any(decomp.periodic):
+                raise ValueError(
+                    f"open boundary {b}: the domain must have walls, not periodicity, on the "
+                    f"other axes (periodic={decomp.periodic})"
+                )
+        base = flags if flags is not None else self.default_flags()
+        base = np.array(base, dtype=np.uint8)
+        for b in self.open_boundaries:  # the face's ghosts stream in like fluid cells
+            base[self._face(b, ghost=True)] = FLUID  # edges and corners stay walls
+        self.flags = xp.asarray(base, np.uint8)
         if tuple(self.flags.shape) != decomp.ghost_shape:
             raise ValueError(f"flags {tuple(self.flags.shape)} != {decomp.ghost_shape}")
         self.halo = HaloExchange(decomp, self.dtype, components=lattice.q, pattern=halo_pattern)
@@ -138,6 +180,46 @@ class LBMSolver:
                 index[axis] = -1
                 flags[tuple(index)] = WALL
         return flags
+
+    @staticmethod
+    def _owns_face(d: CartDecomposition, b: OpenBoundary) -> bool:
+        if b.side < 0:
+            return d.offset[b.axis] == 0
+        return d.offset[b.axis] + d.local_shape[b.axis] == d.global_shape[b.axis]
+
+    def _face(self, b: OpenBoundary, ghost: bool) -> tuple[slice | int, ...]:
+        """Index of the face's ghost layer (or the adjacent owned layer), owned span elsewhere."""
+        d = self.decomp
+        index: list[slice | int] = [slice(1, 1 + n) for n in d.local_shape]
+        n = d.local_shape[b.axis]
+        index[b.axis] = (0 if ghost else 1) if b.side < 0 else (n + 1 if ghost else n)
+        return tuple(index)
+
+    def _apply_open_boundaries(self) -> None:
+        """Local. Set the ghost populations of the inflow/outflow faces (vectorised per face)."""
+        xp, lat = self.xp, self.lattice
+        for b in self.open_boundaries:
+            near = self.f[(slice(None), *self._face(b, ghost=False))].astype(np.float64)
+            rho = near.sum(axis=0)
+            if b.kind == "velocity":
+                if callable(b.velocity):
+                    others = [
+                        np.arange(s.start, s.stop)
+                        for a, s in enumerate(self.decomp.local_slices)
+                        if a != b.axis
+                    ]
+                    grids = np.meshgrid(*others, indexing="ij") if others else []
+                    u = [xp.asarray(np.broadcast_to(v, rho.shape)) for v in b.velocity(*grids)]
+                else:
+                    u = [xp.full(rho.shape, float(v)) for v in b.velocity]
+            else:
+                u = []
+                for a in range(lat.d):
+                    ca = xp.asarray(lat.c[:, a].astype(np.float64))
+                    u.append(xp.tensordot(ca, near, axes=(0, 0)) / rho)
+                rho = xp.full(rho.shape, float(b.density))
+            feq = equilibrium(lat, rho, u, xp)
+            self.f[(slice(None), *self._face(b, ghost=True))] = feq.astype(self.dtype)
 
     def coordinates(self) -> list[np.ndarray]:
         """Global cell indices of the owned cells, one open-mesh array per axis (host)."""
@@ -208,6 +290,7 @@ class LBMSolver:
         """Collective. Advance ``n`` time steps."""
         for _ in range(n):
             (inner, inner_kernel), *ring = self._plan
+            self._apply_open_boundaries()
             self.halo.start(self.f)
             self._run(inner, inner_kernel)  # overlaps with the exchange
             self.halo.finish()

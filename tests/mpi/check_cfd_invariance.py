@@ -29,6 +29,9 @@ def main() -> int:
     for dims in grids2:
         cases.append(("cavity", dims, lambda c, d: LidDrivenCavity(24, 100, comm=c, dims=d), 150))
         cases.append(("channel", dims, lambda c, d: Channel(12, 16, comm=c, dims=d), 150))
+        cases.append(
+            ("inflow", dims, lambda c, d: Channel(16, 12, inflow=True, comm=c, dims=d), 150)
+        )
     for dims in grids3:
         cases.append(
             (
