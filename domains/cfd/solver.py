@@ -21,7 +21,7 @@ from .codegen import FLUID, MOVING_WALL, WALL, load_kernel
 from .lattice import CS2, Lattice
 from .units import TRT_MAGIC
 
-__all__ = ["LBMSolver", "OpenBoundary", "equilibrium", "FLUID", "WALL", "MOVING_WALL"]
+__all__ = ["LBMSolver", "OpenBoundary", "equilibrium", "moments", "FLUID", "WALL", "MOVING_WALL"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,28 @@ class OpenBoundary:
     kind: str
     velocity: Any = None
     density: float = 1.0
+
+
+def moments(lattice: Lattice, f: Any) -> tuple[Any, list[Any]]:
+    """Density and momentum of populations ``f[q, ...]``, summed in a fixed order.
+
+    Element-wise sums (not a BLAS product, whose rounding depends on the array's length and
+    alignment) keep results bitwise independent of how the grid is decomposed.
+    """
+    rho = f[0].copy()
+    for i in range(1, lattice.q):
+        rho += f[i]
+    mom = []
+    for a in range(lattice.d):
+        acc = f[0] * 0.0
+        for i in range(lattice.q):
+            c = int(lattice.c[i, a])
+            if c == 1:
+                acc += f[i]
+            elif c == -1:
+                acc -= f[i]
+        mom.append(acc)
+    return rho, mom
 
 
 def equilibrium(lattice: Lattice, rho: Any, u: Sequence[Any], xp: Any = np) -> Any:
@@ -150,7 +172,7 @@ class LBMSolver:
         base = flags if flags is not None else self.default_flags()
         base = np.array(base, dtype=np.uint8)
         for b in self.open_boundaries:  # the face's ghosts stream in like fluid cells
-            base[self._face(b, ghost=True)] = FLUID  # edges and corners stay walls
+            base[self._face(b, ghost=True, wide=True)] = FLUID  # domain edges stay walls
         self.flags = xp.asarray(base, np.uint8)
         if tuple(self.flags.shape) != decomp.ghost_shape:
             raise ValueError(f"flags {tuple(self.flags.shape)} != {decomp.ghost_shape}")
@@ -187,39 +209,55 @@ class LBMSolver:
             return d.offset[b.axis] == 0
         return d.offset[b.axis] + d.local_shape[b.axis] == d.global_shape[b.axis]
 
-    def _face(self, b: OpenBoundary, ghost: bool) -> tuple[slice | int, ...]:
-        """Index of the face's ghost layer (or the adjacent owned layer), owned span elsewhere."""
+    def _span(self, axis: int, with_neighbours: bool) -> slice:
+        """Owned cells along ``axis``, plus the ghost cells that a neighbour rank owns."""
         d = self.decomp
-        index: list[slice | int] = [slice(1, 1 + n) for n in d.local_shape]
+        lo, hi = 1, 1 + d.local_shape[axis]
+        if with_neighbours:
+            unit = [0] * d.ndim
+            unit[axis] = -1
+            lo = 0 if d.neighbour(tuple(unit)) is not None else 1
+            unit[axis] = 1
+            hi = hi + 1 if d.neighbour(tuple(unit)) is not None else hi
+        return slice(lo, hi)
+
+    def _face(self, b: OpenBoundary, ghost: bool, wide: bool = False) -> tuple[slice | int, ...]:
+        """Index of the face's ghost layer (or the adjacent owned layer). ``wide`` adds the
+        cells of neighbouring ranks along the other axes (valid after a halo exchange)."""
+        d = self.decomp
+        index: list[slice | int] = [self._span(a, wide) for a in range(d.ndim)]
         n = d.local_shape[b.axis]
         index[b.axis] = (0 if ghost else 1) if b.side < 0 else (n + 1 if ghost else n)
         return tuple(index)
 
     def _apply_open_boundaries(self) -> None:
-        """Local. Set the ghost populations of the inflow/outflow faces (vectorised per face)."""
+        """Local. Set the ghost populations of the inflow/outflow faces (vectorised per face).
+
+        Called after the halo exchange: the face also covers the edge cells shared with
+        neighbouring ranks, computed from their exchanged values, so the result does not depend
+        on the decomposition.
+        """
         xp, lat = self.xp, self.lattice
         for b in self.open_boundaries:
-            near = self.f[(slice(None), *self._face(b, ghost=False))].astype(np.float64)
-            rho = near.sum(axis=0)
+            near = self.f[(slice(None), *self._face(b, ghost=False, wide=True))].astype(np.float64)
+            rho, mom = moments(lat, near)
             if b.kind == "velocity":
                 if callable(b.velocity):
                     others = [
-                        np.arange(s.start, s.stop)
-                        for a, s in enumerate(self.decomp.local_slices)
+                        self.decomp.offset[a] - 1 + np.arange(sp.start, sp.stop)
+                        for a in range(self.decomp.ndim)
                         if a != b.axis
+                        for sp in [self._span(a, True)]
                     ]
                     grids = np.meshgrid(*others, indexing="ij") if others else []
                     u = [xp.asarray(np.broadcast_to(v, rho.shape)) for v in b.velocity(*grids)]
                 else:
                     u = [xp.full(rho.shape, float(v)) for v in b.velocity]
             else:
-                u = []
-                for a in range(lat.d):
-                    ca = xp.asarray(lat.c[:, a].astype(np.float64))
-                    u.append(xp.tensordot(ca, near, axes=(0, 0)) / rho)
+                u = [m / rho for m in mom]
                 rho = xp.full(rho.shape, float(b.density))
             feq = equilibrium(lat, rho, u, xp)
-            self.f[(slice(None), *self._face(b, ghost=True))] = feq.astype(self.dtype)
+            self.f[(slice(None), *self._face(b, ghost=True, wide=True))] = feq.astype(self.dtype)
 
     def coordinates(self) -> list[np.ndarray]:
         """Global cell indices of the owned cells, one open-mesh array per axis (host)."""
@@ -290,10 +328,10 @@ class LBMSolver:
         """Collective. Advance ``n`` time steps."""
         for _ in range(n):
             (inner, inner_kernel), *ring = self._plan
-            self._apply_open_boundaries()
             self.halo.start(self.f)
             self._run(inner, inner_kernel)  # overlaps with the exchange
             self.halo.finish()
+            self._apply_open_boundaries()  # after the exchange: see its docstring
             for box, kernel in ring:
                 self._run(box, kernel)
             self.f, self.g = self.g, self.f
@@ -310,12 +348,8 @@ class LBMSolver:
         """
         xp = self.xp
         fi = self.f[(slice(None), *self.decomp.interior_slices)].astype(np.float64)
-        rho = fi.sum(axis=0)
-        u = []
-        for a in range(self.lattice.d):
-            ca = xp.asarray(self.lattice.c[:, a].astype(np.float64))
-            mom = xp.tensordot(ca, fi, axes=(0, 0))
-            u.append((mom - 0.5 * self.force[a]) / rho)
+        rho, mom = moments(self.lattice, fi)
+        u = [(mom[a] - 0.5 * self.force[a]) / rho for a in range(self.lattice.d)]
         fluid = self.flags[self.decomp.interior_slices] == FLUID
         u = [xp.where(fluid, ua, 0.0) for ua in u]
         return xp.where(fluid, rho, 1.0), u
