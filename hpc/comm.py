@@ -30,8 +30,7 @@ __all__ = [
 
 _lock = threading.Lock()
 _world: MPI.Comm | None = None
-_node_rank: int | None = None
-_node_size: int | None = None
+_node: tuple[int, int] | None = None
 
 
 def world() -> MPI.Comm:
@@ -51,24 +50,24 @@ def resolve_comm(comm: MPI.Comm | None) -> MPI.Comm:
     return world() if comm is None else comm
 
 
+def _node_layout() -> tuple[int, int]:
+    """Collective on first call. (rank, size) among the ranks sharing this node."""
+    global _node
+    if _node is None:
+        local = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+        _node = (local.Get_rank(), local.Get_size())
+        local.Free()
+    return _node
+
+
 def node_local_size() -> int:
     """Collective on first call. How many ranks of the job share this node."""
-    global _node_size
-    if _node_size is None:
-        local = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
-        _node_size = local.Get_size()
-        local.Free()
-    return _node_size
+    return _node_layout()[1]
 
 
 def node_local_rank() -> int:
     """Collective on first call. This process's rank among the ranks on its node."""
-    global _node_rank
-    if _node_rank is None:
-        local = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
-        _node_rank = local.Get_rank()
-        local.Free()
-    return _node_rank
+    return _node_layout()[0]
 
 
 def mpi_library() -> str:
