@@ -68,9 +68,9 @@ def _cell_body(
             body.append(f"p{i} = f[{i}, {idx}]")
             continue
         src = ", ".join(
-            f"{_AXES[a]} - {c[i][a]}"
+            f"{_AXES[a]} - ONE"
             if c[i][a] > 0
-            else (f"{_AXES[a]} + {-c[i][a]}" if c[i][a] < 0 else _AXES[a])
+            else (f"{_AXES[a]} + ONE" if c[i][a] < 0 else _AXES[a])
             for a in range(d)
         )
         lid = _num(6.0 * lat.w[i])
@@ -177,16 +177,18 @@ def kernel_source(
     prelude += [f"F{a} = T(F{a}_)" for a in range(d)] + [f"U{a} = T(U{a}_)" for a in range(d)]
     if target == "cpu":
         lines += ["@njit(parallel=True, cache=True, nogil=True, error_model='numpy')", header]
-        lines += ["    " + p for p in prelude]
-        lines.append("    for x in prange(lo0, hi0):")
+        # Unsigned indices: numba then emits no negative-index wrap-around, which otherwise
+        # keeps LLVM from vectorising the innermost loop.
+        lines += ["    " + p for p in prelude] + ["    ONE = np.uint64(1)"]
+        lines.append("    for x in prange(np.uint64(lo0), np.uint64(hi0)):")
         indent = "        "
         for a in range(1, d):
-            lines.append(f"{indent}for {_AXES[a]} in range(lo{a}, hi{a}):")
+            lines.append(f"{indent}for {_AXES[a]} in range(np.uint64(lo{a}), np.uint64(hi{a})):")
             indent += "    "
         lines += _cell_body(lattice, collision, forcing, indent, walls)
     else:
         lines += ["@cuda.jit", header]
-        lines += ["    " + p for p in prelude]
+        lines += ["    " + p for p in prelude] + ["    ONE = 1"]
         grid = ", ".join(f"t{a}" for a in reversed(range(d)))  # fastest thread index: last axis
         lines.append(f"    {grid} = cuda.grid({d})")
         for a in range(d):
