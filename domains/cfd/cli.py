@@ -75,7 +75,10 @@ def add_parser(sub: Any) -> None:
     tg.add_argument("--u0", type=float, default=0.05, help="vortex speed, lattice units")
     _common(tg, 2000)
     tg.set_defaults(func=_run_case, case="taylor-green", tol=0.0)
-    ch = cmds.add_parser("channel", help="force-driven Poiseuille channel")
+    ch = cmds.add_parser(
+        "channel",
+        help="Poiseuille channel: body force, or --inflow (velocity inlet, pressure outlet)",
+    )
     ch.add_argument("--nx", type=int, default=8)
     ch.add_argument("--ny", type=int, default=32)
     ch.add_argument("--re", type=float, default=16.0, help="Reynolds number u_max ny / nu")
