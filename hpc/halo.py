@@ -21,6 +21,7 @@ CUDA-aware, else through pinned host buffers.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,8 @@ class Transfer:
     target_offset: int  # slot in the peer's receive buffer (RMA displacement)
     send_tag: int
     recv_tag: int
+    send_components: tuple[int, ...] = (0,)  # which components travel towards the peer
+    recv_components: tuple[int, ...] = (0,)  # which components arrive from it
 
 
 @dataclass
@@ -138,6 +141,7 @@ class HaloExchange:
         pattern: str = "sweep",
         sync: str = "fence",
         components: int = 1,
+        select: Callable[[Direction], Sequence[int]] | None = None,
     ) -> None:
         if int(components) < 1:
             raise ValueError(f"components={components}: must be >= 1")
@@ -157,6 +161,10 @@ class HaloExchange:
         self._device = self.backend.is_gpu
         self._staged = self._device and not cuda_aware_mpi()
         self.components = int(components)
+        every = tuple(range(self.components))
+        self._select = (
+            (lambda _d: every) if select is None else (lambda d: tuple(int(c) for c in select(d)))
+        )
         g = decomp.ghost_shape
         if self.components == 1:
             self.array_shape = g
@@ -245,8 +253,11 @@ class HaloExchange:
         sweep = self.pattern == "sweep"
         # Receive slots are laid out identically on every rank (the largest size any rank
         # needs), so an RMA origin knows the displacement of its data at the target.
-        q = self.components
-        sizes = [q * math.prod(self._box(dr, False, sweep)[3:]) for dirs in plan for dr in dirs]
+        sizes = [
+            len(self._select(_neg(dr))) * math.prod(self._box(dr, False, sweep)[3:])
+            for dirs in plan
+            for dr in dirs
+        ]
         local = np.array(sizes or [0], dtype=np.int64)
         widest = np.empty_like(local)
         self.comm.Allreduce(local, widest, op=MPI.MAX)
@@ -267,40 +278,49 @@ class HaloExchange:
                 if peer is None:
                     continue
                 send_box = self._box(dr, True, sweep)
+                sent = self._select(dr)
                 transfers.append(
                     Transfer(
                         direction=dr,
                         peer=peer,
                         send_box=send_box,
                         recv_box=self._box(dr, False, sweep),
-                        count=_pack.count(send_box) * self.components,
+                        count=_pack.count(send_box) * len(sent),
                         recv_offset=offsets[dr],
                         target_offset=offsets[_neg(dr)],
                         send_tag=tag,
                         recv_tag=dirs.index(_neg(dr)),
+                        send_components=sent,
+                        recv_components=self._select(_neg(dr)),
                     )
                 )
             phases.append(transfers)
         return phases
 
-    def _expand(self, box: _pack.Box) -> list[_pack.Box]:
-        """The boxes of the array's 3-D view that hold spatial ``box`` for every component."""
+    def _expand(self, box: _pack.Box, comps: Sequence[int]) -> list[_pack.Box]:
+        """The boxes of the array's 3-D view that hold spatial ``box`` for components ``comps``
+        (in that order)."""
         q = self.components
         if q == 1:
             return [box]
         lo0, lo1, lo2, n0, n1, n2 = box
         if self.decomp.ndim == 3:
             g0 = self.decomp.ghost_shape[0]
-            return [(c * g0 + lo0, lo1, lo2, n0, n1, n2) for c in range(q)]
+            return [(c * g0 + lo0, lo1, lo2, n0, n1, n2) for c in comps]
+        every = tuple(comps) == tuple(range(q))
         if self.decomp.ndim == 2:
-            return [(0, lo1, lo2, q, n1, n2)]
-        return [(0, 0, lo2, 1, q, n2)]
+            return (
+                [(0, lo1, lo2, q, n1, n2)] if every else [(c, lo1, lo2, 1, n1, n2) for c in comps]
+            )
+        return [(0, 0, lo2, 1, q, n2)] if every else [(0, c, lo2, 1, 1, n2) for c in comps]
 
-    def _layout(self, items: list[tuple[_pack.Box, int]]) -> tuple[list[_pack.Box], list[int]]:
+    def _layout(
+        self, items: list[tuple[_pack.Box, Sequence[int], int]]
+    ) -> tuple[list[_pack.Box], list[int]]:
         """Expanded boxes and their buffer offsets: a message holds its components in turn."""
         boxes, offsets = [], []
-        for box, start in items:
-            for k, b in enumerate(self._expand(box)):
+        for box, comps, start in items:
+            for k, b in enumerate(self._expand(box, comps)):
                 boxes.append(b)
                 offsets.append(start + k * _pack.count(b))
         return boxes, offsets
@@ -320,13 +340,14 @@ class HaloExchange:
         ph.self_copy = _pack.BoxMove(
             shape3,
             "copy",
-            [b for t in own for b in ex(by_dir[_neg(t.direction)].send_box)],
-            targets=[b for t in own for b in ex(t.recv_box)],
+            [b for t in own for b in ex(by_dir[_neg(t.direction)].send_box, t.recv_components)],
+            targets=[b for t in own for b in ex(t.recv_box, t.recv_components)],
             xp=xp,
         )
         remote = [t for t in transfers if t.peer != me]
         for t in remote:
-            sends, recvs = ex(t.send_box), ex(t.recv_box)
+            sends = ex(t.send_box, t.send_components)
+            recvs = ex(t.recv_box, t.recv_components)
             if in_place and len(sends) == 1 and _pack.is_contiguous(sends[0], shape3):
                 ph.direct.append((t, *_pack.flat_range(sends[0], shape3)))
             else:
@@ -337,10 +358,12 @@ class HaloExchange:
                 ph.direct_recv.append((t, *_pack.flat_range(recvs[0], shape3)))
             else:
                 ph.buffered.append(t)
-        pack_boxes, pack_offsets = self._layout([(t.send_box, off) for t, off in ph.packed])
+        pack_boxes, pack_offsets = self._layout(
+            [(t.send_box, t.send_components, off) for t, off in ph.packed]
+        )
         ph.pack = _pack.BoxMove(shape3, "pack", pack_boxes, pack_offsets, xp=xp)
         unpack_boxes, unpack_offsets = self._layout(
-            [(t.recv_box, t.recv_offset) for t in ph.buffered]
+            [(t.recv_box, t.recv_components, t.recv_offset) for t in ph.buffered]
         )
         ph.unpack = _pack.BoxMove(shape3, "unpack", unpack_boxes, unpack_offsets, xp=xp)
         return ph
