@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -148,33 +147,16 @@ def _run_case(args: argparse.Namespace) -> int:
             flush=True,
         )
     tol = getattr(args, "tol", 0.0) or None
-    previous, residual = None, math.inf
-    t0, start_steps = time.perf_counter(), solver.steps_done
-    cells = math.prod(case.decomp.global_shape)
-    every = max(1, args.check_every)
-    while solver.steps_done < args.steps:
-        chunk = min(every - solver.steps_done % every, args.steps - solver.steps_done)
-        if args.checkpoint_every:
-            k = args.checkpoint_every
-            chunk = min(chunk, k - solver.steps_done % k)
-        solver.step(chunk)
-        done = solver.steps_done
-        if args.checkpoint_every and done % args.checkpoint_every == 0:
-            ckpt.save(done, solver.state(), case.decomp, attrs=params)
-        if done % every == 0 or done == args.steps:
-            residual, previous = case.velocity_residual(previous)
-            elapsed = time.perf_counter() - t0
-            if rank0 and not args.quiet:
-                rate = (done - start_steps) / max(elapsed, 1e-12)
-                print(
-                    f"step {done:8d}  {rate:9.1f} steps/s  {cells * rate / 1e6:8.2f} MLUPS  "
-                    f"residual {residual:.3e}",
-                    flush=True,
-                )
-            if tol is not None and residual < tol:
-                if rank0 and not args.quiet:
-                    print(f"converged: residual {residual:.3e} < {tol:g}", flush=True)
-                break
+    info = case.run(
+        max(0, args.steps - solver.steps_done),
+        check_every=args.check_every,
+        tol=tol,
+        progress=not args.quiet,
+        checkpoint_every=args.checkpoint_every,
+        on_checkpoint=lambda step: ckpt.save(step, solver.state(), case.decomp, attrs=params),
+    )
+    if info["converged"] and rank0 and not args.quiet:
+        print(f"converged: residual {info['residual']:.3e} < {tol:g}", flush=True)
     _report(case, args, rank0)
     if args.out:
         fields = case.fields()
