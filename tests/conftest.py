@@ -43,6 +43,25 @@ def run_mpi(
     return proc
 
 
+def run_cudasim(script: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """Run a check script of tests/mpi under the CUDA simulator; fail the test if it fails.
+
+    The simulator must be switched on before numba.cuda is first imported, hence a process.
+    """
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(MPI_DIR / script)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"{script} under the CUDA simulator failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
 def gpu_requested() -> bool:
     return os.environ.get("HPC_TEST_DEVICE", "cpu").lower() == "gpu"
 

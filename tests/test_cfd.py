@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 from hpc.domains.cfd import Channel, LatticeUnits, LidDrivenCavity, TaylorGreen
 
-from tests.conftest import MPI_DIR, ROOT, run_mpi
+from tests.conftest import MPI_DIR, ROOT, run_cudasim, run_mpi
 
 # Ghia, Ghia & Shin (1982), Table I (u on the vertical centre line) and II (v, horizontal).
 GHIA_Y = [
@@ -210,16 +209,7 @@ def test_fields_are_bitwise_identical_on_any_decomposition(nranks):
 @pytest.mark.cudasim
 @pytest.mark.timeout(600)
 def test_gpu_kernel_under_the_simulator_matches_the_cpu_kernel():
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    proc = subprocess.run(
-        [sys.executable, str(MPI_DIR / "check_lbm_cudasim.py")],
-        capture_output=True,
-        text=True,
-        timeout=500,
-        env=env,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_cudasim("check_lbm_cudasim.py", timeout=500)
     assert "match" in proc.stdout
 
 

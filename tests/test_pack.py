@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from hpc import pack
-from tests.conftest import MPI_DIR, ROOT
+from tests.conftest import run_cudasim
 
 
 def random_boxes(rng, shape, count):
@@ -88,14 +84,5 @@ def test_bad_move_kind():
 @pytest.mark.cudasim
 @pytest.mark.timeout(300)
 def test_cuda_kernels_under_the_simulator():
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    proc = subprocess.run(
-        [sys.executable, str(MPI_DIR / "check_pack_cudasim.py")],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = run_cudasim("check_pack_cudasim.py", timeout=240)
     assert "boxes ok" in proc.stdout
