@@ -241,7 +241,9 @@ class HaloExchange:
         if self.pattern == "direct":
             return [[dr for dr in d.directions if all(on[i] or s == 0 for i, s in enumerate(dr))]]
         phases = []
-        for axis in range(d.ndim):
+        # Last axis first: start() completes every phase but the final one, whose messages (of
+        # the first exchanged axis, planes that go in place) stay in flight until finish().
+        for axis in reversed(range(d.ndim)):
             if on[axis]:
                 unit = [tuple(s if i == axis else 0 for i in range(d.ndim)) for s in (-1, 1)]
                 phases.append(unit)
@@ -537,14 +539,19 @@ class HaloExchange:
 
         Until :meth:`finish` returns, ``a`` must not be written (its boundary cells are being
         sent and its ghosts received); reading owned cells to update another array is the
-        intended overlap. With ``pattern="sweep"`` only the first axis's messages are in
-        flight; the later axes need the earlier ones and run inside :meth:`finish`.
+        intended overlap. With ``pattern="sweep"`` the phases of the other axes complete
+        inside ``start`` and only the messages of the first exchanged axis are in flight, so
+        every ghost except that axis's is already filled when ``start`` returns (see
+        :attr:`pending_axes`); with ``"direct"`` all messages are in flight.
         """
         if self._pending is not None:
             raise RuntimeError("start() called again before finish()")
         bound = self._bind(a)
+        for p in range(len(self.phases) - 1):
+            self._post(p, bound)
+            self._complete(p, bound)
         if self.phases:
-            self._post(0, bound)
+            self._post(len(self.phases) - 1, bound)
         self._pending = bound
 
     def finish(self) -> None:
@@ -554,10 +561,7 @@ class HaloExchange:
             raise RuntimeError("finish() called without start()")
         try:
             if self.phases:
-                self._complete(0, bound)
-                for p in range(1, len(self.phases)):
-                    self._post(p, bound)
-                    self._complete(p, bound)
+                self._complete(len(self.phases) - 1, bound)
         finally:
             self._pending = None
 
@@ -568,6 +572,16 @@ class HaloExchange:
         return a
 
     # -- facts and clean-up -------------------------------------------------------------
+    @property
+    def pending_axes(self) -> tuple[int, ...]:
+        """Axes whose ghost cells are still being filled between :meth:`start` and
+        :meth:`finish` (all others are complete when ``start`` returns). Cells more than the
+        halo width away from these axes' block faces can be updated during the overlap."""
+        on = [i for i, ex in enumerate(self._exchanging_axes()) if ex]
+        if self.pattern == "direct" or not on:
+            return tuple(on)
+        return (on[0],)  # the final sweep phase
+
     @property
     def transfers(self) -> list[Transfer]:
         """All messages of one exchange, every phase (self-copies included)."""

@@ -52,39 +52,93 @@ def _dot(c: tuple[int, ...], names: list[str]) -> str:
     return text[2:] if text.startswith("+ ") else f"-{text[2:]}"
 
 
+class _Indexed:
+    """Array accesses as ``f[i, x, y]``: the GPU form (any array shape)."""
+
+    def __init__(self, d: int) -> None:
+        self.d = d
+
+    def _at(self, shift: tuple[int, ...]) -> str:
+        return ", ".join(
+            _AXES[a] + (" + ONE" if s > 0 else " - ONE" if s < 0 else "")
+            for a, s in enumerate(shift)
+        )
+
+    def f(self, i: int, shift: tuple[int, ...]) -> str:
+        return f"f[{i}, {self._at(shift)}]"
+
+    def g(self, i: int) -> str:
+        return f"g[{i}, {self._at((0,) * self.d)}]"
+
+    def flag(self, shift: tuple[int, ...]) -> str:
+        return f"flags[{self._at(shift)}]"
+
+
+class _Flat:
+    """Array accesses as ``ff[c + K]`` on flat views, with every offset a compile-time constant.
+
+    The CPU form: with constant offsets all reads of ``f`` form one group of addresses and all
+    writes of ``g`` another, so LLVM needs a single overlap check to vectorise the innermost
+    loop (with runtime strides it needs one per population pair, and D3Q19 exceeds its limit).
+    """
+
+    def __init__(self, ghost_shape: tuple[int, ...]) -> None:
+        self.d = len(ghost_shape)
+        self.cells = int(np.prod(ghost_shape))
+        self.strides = [int(np.prod(ghost_shape[a + 1 :])) for a in range(self.d)]
+        self.constants: dict[str, int] = {}
+
+    def _name(self, value: int) -> str:
+        name = f"K{value}" if value >= 0 else f"M{-value}"
+        self.constants[name] = abs(value)
+        return name
+
+    def _index(self, offset: int) -> str:
+        if offset == 0:
+            return "c"
+        return f"c + {self._name(offset)}" if offset > 0 else f"c - {self._name(offset)}"
+
+    def _shift(self, shift: tuple[int, ...]) -> int:
+        return sum(s * st for s, st in zip(shift, self.strides, strict=True))
+
+    def f(self, i: int, shift: tuple[int, ...]) -> str:
+        return f"ff[{self._index(i * self.cells + self._shift(shift))}]"
+
+    def g(self, i: int) -> str:
+        return f"gg[{self._index(i * self.cells)}]"
+
+    def flag(self, shift: tuple[int, ...]) -> str:
+        return f"flat_flags[{self._index(self._shift(shift))}]"
+
+
 def _cell_body(
-    lat: Lattice, collision: str, forcing: bool, indent: str, walls: bool = True
+    lat: Lattice, collision: str, forcing: bool, indent: str, walls: bool, at: Any
 ) -> list[str]:
     d, q = lat.d, lat.q
     c = [tuple(int(v) for v in row) for row in lat.c.tolist()]
     opp = lat.opposite.tolist()
-    idx = ", ".join(_AXES[:d])
+    here = (0,) * d
     uw = [f"U{a}" for a in range(d)]
-    out = [f"if flags[{idx}] == {FLUID}:" if walls else "if True:  # an all-fluid box"]
+    out = [f"if {at.flag(here)} == {FLUID}:" if walls else "if True:  # an all-fluid box"]
     ind = indent + "    "
     body = []
     for i in range(q):
         if not any(c[i]):
-            body.append(f"p{i} = f[{i}, {idx}]")
+            body.append(f"p{i} = {at.f(i, here)}")
             continue
-        src = ", ".join(
-            f"{_AXES[a]} - ONE"
-            if c[i][a] > 0
-            else (f"{_AXES[a]} + ONE" if c[i][a] < 0 else _AXES[a])
-            for a in range(d)
-        )
+        src = tuple(-v for v in c[i])  # pull: from the cell the population streams from
         lid = _num(6.0 * lat.w[i])
         if not walls:
-            body.append(f"p{i} = f[{i}, {src}]")
+            body.append(f"p{i} = {at.f(i, src)}")
             continue
         body += [
-            f"fl = flags[{src}]",
+            f"fl = {at.flag(src)}",
             f"if fl == {FLUID}:",
-            f"    p{i} = f[{i}, {src}]",
+            f"    p{i} = {at.f(i, src)}",
             f"elif fl == {WALL}:",
-            f"    p{i} = f[{opp[i]}, {idx}]",
+            f"    p{i} = {at.f(opp[i], here)}",
             "else:",
-            f"    p{i} = f[{opp[i]}, {idx}] + {lid} * ({_dot(c[i], uw)})",
+            f"    p{i} = {at.f(opp[i], here)} + {lid} * ({_dot(c[i], uw)})",
         ]
     body.append("rho = " + " + ".join(f"p{i}" for i in range(q)))
     body.append("inv = T(1.0) / rho")
@@ -108,13 +162,30 @@ def _cell_body(
         if i == j:  # the rest population: only the even part
             body.append(f"eq = {_num(w)} * rho * (T(1.0) - T(1.5) * usq)")
             src_term = f" + ap * {_num(w)} * (-T(3.0) * uF)" if forcing else ""
-            body.append(f"g[{i}, {idx}] = p{i} - omp * (p{i} - eq){src_term}")
+            body.append(f"{at.g(i)} = p{i} - omp * (p{i} - eq){src_term}")
             done.add(i)
             continue
         body += [
             f"cu = {cu}",
             f"eqp = {_num(w)} * rho * (T(1.0) + T(4.5) * cu * cu - T(1.5) * usq)",
             f"eqm = {_num(w)} * rho * T(3.0) * cu",
+        ]
+        if collision == "bgk":  # one rate: relax each population to eqp +- eqm directly
+            ends = (" + sp + sm", " + sp - sm") if forcing else ("", "")
+            if forcing:
+                cf = _dot(c[i], [f"F{a}" for a in range(d)])
+                body += [
+                    f"cF = {cf}",
+                    f"sp = ap * {_num(w)} * (T(9.0) * cu * cF - T(3.0) * uF)",
+                    f"sm = ap * {_num(w)} * T(3.0) * cF",
+                ]
+            body += [
+                f"{at.g(i)} = p{i} - omp * (p{i} - (eqp + eqm)){ends[0]}",
+                f"{at.g(j)} = p{j} - omp * (p{j} - (eqp - eqm)){ends[1]}",
+            ]
+            done.update((i, j))
+            continue
+        body += [
             f"fp = T(0.5) * (p{i} + p{j})",
             f"fm = T(0.5) * (p{i} - p{j})",
             "rp = omp * (fp - eqp)",
@@ -126,18 +197,24 @@ def _cell_body(
                 f"cF = {cf}",
                 f"sp = ap * {_num(w)} * (T(9.0) * cu * cF - T(3.0) * uF)",
                 f"sm = am * {_num(w)} * T(3.0) * cF",
-                f"g[{i}, {idx}] = p{i} - rp - rm + sp + sm",
-                f"g[{j}, {idx}] = p{j} - rp + rm + sp - sm",
+                f"{at.g(i)} = p{i} - rp - rm + sp + sm",
+                f"{at.g(j)} = p{j} - rp + rm + sp - sm",
             ]
         else:
-            body += [f"g[{i}, {idx}] = p{i} - rp - rm", f"g[{j}, {idx}] = p{j} - rp + rm"]
+            body += [f"{at.g(i)} = p{i} - rp - rm", f"{at.g(j)} = p{j} - rp + rm"]
         done.update((i, j))
     out += [ind + line for line in body]
     return [indent + out[0]] + out[1:]
 
 
 def kernel_source(
-    lattice: Lattice, collision: str, forcing: bool, dtype: Any, target: str, walls: bool = True
+    lattice: Lattice,
+    collision: str,
+    forcing: bool,
+    dtype: Any,
+    target: str,
+    walls: bool = True,
+    ghost_shape: tuple[int, ...] | None = None,
 ) -> str:
     """Python source of the fused stream-and-collide kernel ``stream_collide``.
 
@@ -146,7 +223,8 @@ def kernel_source(
     updating the cells of the box ``[lo, hi)`` of the ghosted local arrays ``f`` (in) and ``g``
     (out), both ``(q, *ghost_shape)``. For BGK, ``omega_minus`` must equal ``omega_plus``.
     ``walls=False`` gives the branch-free variant for boxes whose cells and neighbours are all
-    fluid (the compiler can then vectorise the innermost loop).
+    fluid (the compiler can then vectorise the innermost loop). The CPU kernel is specialised to
+    ``ghost_shape`` (required there): its strides are constants, and it refuses other shapes.
     """
     if collision not in ("bgk", "trt"):
         raise ValueError(f"collision={collision!r}: expected 'bgk' or 'trt'")
@@ -156,10 +234,10 @@ def kernel_source(
     tname = "float32" if np.dtype(dtype) == np.float32 else "float64"
     bounds = ", ".join(f"lo{a}, hi{a}" for a in range(d))
     forces = ", ".join(f"F{a}_" for a in range(d))
-    walls = ", ".join(f"U{a}_" for a in range(d))
+    lids = ", ".join(f"U{a}_" for a in range(d))
     lines = [
         f'"""Generated: {lattice.name} {collision.upper()} forcing={forcing} walls={walls} '
-        f'{tname} {target}."""',
+        f'{tname} {target} ghost_shape={ghost_shape}."""',
         "import numpy as np",
         "from numba import cuda, njit, prange"
         if target == "gpu"
@@ -167,7 +245,7 @@ def kernel_source(
         f"T = np.{tname}",
         "",
     ]
-    header = f"def stream_collide(f, g, flags, {bounds}, omega_p, omega_m, {forces}, {walls}):"
+    header = f"def stream_collide(f, g, flags, {bounds}, omega_p, omega_m, {forces}, {lids}):"
     prelude = [
         "omp = T(omega_p)",
         "omm = T(omega_m)",
@@ -176,16 +254,45 @@ def kernel_source(
     ]
     prelude += [f"F{a} = T(F{a}_)" for a in range(d)] + [f"U{a} = T(U{a}_)" for a in range(d)]
     if target == "cpu":
+        if ghost_shape is None or len(ghost_shape) != d:
+            raise ValueError(f"the CPU kernel needs the {d}-D ghost_shape, got {ghost_shape}")
+        at = _Flat(tuple(int(n) for n in ghost_shape))
+        body = _cell_body(lattice, collision, forcing, " " * 8, walls, at)
+        cells = at.cells
+        shape_error = f"stream_collide: arrays must be (q, *{tuple(ghost_shape)})"
+        scalars = ", ".join(
+            ["omp", "omm", "ap", "am"] + [f"F{a}" for a in range(d)] + [f"U{a}" for a in range(d)]
+        )
+        # One row (the innermost axis) per call: its values die with the call, so LLVM sees a
+        # loop without live-out values and vectorises it.
+        lines += ["@njit(cache=True, nogil=True, error_model='numpy')"]
+        lines += [f"def _row(ff, gg, flat_flags, start, stop, {scalars}):"]
+        lines += [f"    {k} = np.uint64({v})" for k, v in sorted(at.constants.items())]
+        lines += ["    for c in range(np.uint64(start), np.uint64(stop)):"] + body + [""]
         lines += ["@njit(parallel=True, cache=True, nogil=True, error_model='numpy')", header]
-        # Unsigned indices: numba then emits no negative-index wrap-around, which otherwise
-        # keeps LLVM from vectorising the innermost loop.
-        lines += ["    " + p for p in prelude] + ["    ONE = np.uint64(1)"]
-        lines.append("    for x in prange(np.uint64(lo0), np.uint64(hi0)):")
+        lines += [
+            f"    if f.size != {lattice.q * cells} or g.size != {lattice.q * cells} "
+            f"or flags.size != {cells}:",
+            f"        raise ValueError({shape_error!r})",
+        ]
+        lines += ["    " + p for p in prelude]
+        lines += [
+            "    ff = f.reshape(f.size)",
+            "    gg = g.reshape(g.size)",
+            "    flat_flags = flags.reshape(flags.size)",
+            "    for x in prange(np.uint64(lo0), np.uint64(hi0)):",
+        ]
         indent = "        "
-        for a in range(1, d):
+        row = f"x * np.uint64({at.strides[0]})"
+        for a in range(1, d - 1):
             lines.append(f"{indent}for {_AXES[a]} in range(np.uint64(lo{a}), np.uint64(hi{a})):")
             indent += "    "
-        lines += _cell_body(lattice, collision, forcing, indent, walls)
+            row += f" + {_AXES[a]} * np.uint64({at.strides[a]})"
+        last = d - 1
+        lines += [
+            f"{indent}_row(ff, gg, flat_flags, {row} + np.uint64(lo{last}), "
+            f"{row} + np.uint64(hi{last}), {scalars})"
+        ]
     else:
         lines += ["@cuda.jit", header]
         lines += ["    " + p for p in prelude] + ["    ONE = 1"]
@@ -195,7 +302,7 @@ def kernel_source(
             lines.append(f"    {_AXES[a]} = lo{a} + t{a}")
         cond = " or ".join(f"{_AXES[a]} >= hi{a}" for a in range(d))
         lines += [f"    if {cond}:", "        return"]
-        lines += _cell_body(lattice, collision, forcing, "    ", walls)
+        lines += _cell_body(lattice, collision, forcing, "    ", walls, _Indexed(d))
     return "\n".join(lines) + "\n"
 
 
@@ -211,10 +318,16 @@ _loaded: dict[str, Any] = {}
 
 
 def load_kernel(
-    lattice: Lattice, collision: str, forcing: bool, dtype: Any, target: str, walls: bool = True
+    lattice: Lattice,
+    collision: str,
+    forcing: bool,
+    dtype: Any,
+    target: str,
+    walls: bool = True,
+    ghost_shape: tuple[int, ...] | None = None,
 ) -> Any:
     """The compiled kernel (generated, written to the cache folder and imported once)."""
-    text = kernel_source(lattice, collision, forcing, dtype, target, walls)
+    text = kernel_source(lattice, collision, forcing, dtype, target, walls, ghost_shape)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     if digest in _loaded:
         return _loaded[digest]

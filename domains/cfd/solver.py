@@ -1,9 +1,9 @@
 """The lattice Boltzmann solver on a decomposition: fused kernel, overlapped halo exchange.
 
 Populations are stored structure-of-arrays, ``f[q, *ghost_shape]`` with one ghost layer, in two
-buffers (pull scheme). A step starts the halo exchange of ``f``, updates the cells whose
-neighbours are all owned while the messages are in flight, completes the exchange, then updates
-the boundary layer of the block.
+buffers (pull scheme). A step starts the halo exchange of ``f`` (which leaves only the first
+split axis's messages in flight), updates the cells that need none of those ghosts while the
+messages travel, completes the exchange, then updates the two boundary faces of that axis.
 """
 
 from __future__ import annotations
@@ -155,12 +155,16 @@ class LBMSolver:
             raise ValueError(f"force and wall_velocity need {d} components")
         forcing = any(self.force)
         target = "gpu" if self.backend.is_gpu else "cpu"
-        self._kernel = load_kernel(lattice, collision, forcing, self.dtype, target)
-        self._fluid_kernel = load_kernel(lattice, collision, forcing, self.dtype, target, False)
+        ghost = tuple(decomp.ghost_shape)
+        self._kernel = load_kernel(lattice, collision, forcing, self.dtype, target, True, ghost)
+        self._fluid_kernel = load_kernel(
+            lattice, collision, forcing, self.dtype, target, False, ghost
+        )
         shape = (lattice.q, *decomp.ghost_shape)
         self.f = xp.zeros(shape, dtype=self.dtype)
         self.g = xp.zeros(shape, dtype=self.dtype)
         self.open_boundaries = [b for b in open_boundaries if self._owns_face(decomp, b)]
+        self._has_open_faces = bool(open_boundaries)  # the same on every rank
         for b in open_boundaries:
             if b.kind not in ("velocity", "pressure") or b.side not in (-1, 1):
                 raise ValueError(f"open boundary {b}: kind velocity|pressure, side -1|+1")
@@ -297,17 +301,26 @@ class LBMSolver:
         self.g[...] = self.f
 
     def _boxes(self) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
-        """The inner box (needs no ghost) and the boundary boxes of the block, as lo/hi lists."""
+        """The inner box, updated while the halo messages are in flight, and the boundary
+        boxes of the block, as lo/hi lists.
+
+        Only the faces along the exchange's pending axes wait for messages; along the other
+        axes the ghosts are filled when ``start`` returns, so the inner box spans them whole
+        (long contiguous rows, and no thin boxes across the innermost axis).
+        """
         n = self.decomp.local_shape
-        inner = tuple(v for a in range(len(n)) for v in (2, n[a]))
+        pending = self.halo.pending_axes
+        inner = tuple(
+            v for a in range(len(n)) for v in ((2, n[a]) if a in pending else (1, n[a] + 1))
+        )
         ring = []
-        for axis in range(len(n)):
+        for axis in pending:
             for side in (1, n[axis]):
                 box = []
                 for a in range(len(n)):
                     if a == axis:
                         box += [side, side + 1]
-                    elif a < axis:
+                    elif a in pending and a < axis:
                         box += [2, n[a]]
                     else:
                         box += [1, n[a] + 1]
@@ -345,9 +358,15 @@ class LBMSolver:
         for _ in range(n):
             (inner, inner_kernel), *ring = self._plan
             self.halo.start(self.f)
-            self._run(inner, inner_kernel)  # overlaps with the exchange
-            self.halo.finish()
-            self._apply_open_boundaries()  # after the exchange: see its docstring
+            if self._has_open_faces:
+                # The inner box reaches the open faces, whose ghosts are set from exchanged
+                # cells: exchange, set them, then update (no overlap).
+                self.halo.finish()
+                self._apply_open_boundaries()
+                self._run(inner, inner_kernel)
+            else:
+                self._run(inner, inner_kernel)  # overlaps with the exchange
+                self.halo.finish()
             for box, kernel in ring:
                 self._run(box, kernel)
             self.f, self.g = self.g, self.f

@@ -28,7 +28,7 @@ def main() -> int:
                 box = [v for n in shape for v in (1, n - 1)]
                 d = lat.d
                 args = (0.9, 1.1, *([1e-4] * d), *([0.05] + [0.0] * (d - 1)))
-                load_kernel(lat, collision, forcing, np.float64, "cpu")(
+                load_kernel(lat, collision, forcing, np.float64, "cpu", True, shape)(
                     f, cpu_out, flags, *box, *args
                 )
                 gpu = load_kernel(lat, collision, forcing, np.float64, "gpu")
