@@ -114,6 +114,15 @@ class HaloExchange:
         Values per cell, stored as a leading axis: arrays of shape
         ``(components, *decomp.ghost_shape)`` (structure-of-arrays, as lattice Boltzmann
         distributions). Every component's ghosts travel in the same messages.
+    select : callable, optional
+        ``select(direction)`` gives the components sent towards the neighbour in
+        ``direction`` (default: all), e.g. only the lattice populations streaming across
+        that face.
+    reverse : bool
+        Send the ghost cells and receive into the owned boundary layer of the neighbour
+        instead: values a rank wrote beyond its block go to the rank owning those cells
+        (in-place streaming schemes push populations across faces this way). With a sweep,
+        values in edge and corner ghosts travel on through the later phases.
 
     Notes
     -----
@@ -142,6 +151,7 @@ class HaloExchange:
         sync: str = "fence",
         components: int = 1,
         select: Callable[[Direction], Sequence[int]] | None = None,
+        reverse: bool = False,
     ) -> None:
         if int(components) < 1:
             raise ValueError(f"components={components}: must be >= 1")
@@ -151,11 +161,15 @@ class HaloExchange:
             raise ValueError(f"pattern={pattern!r}: expected 'sweep' or 'direct'")
         if sync not in ("fence", "pscw"):
             raise ValueError(f"sync={sync!r}: expected 'fence' or 'pscw'")
+        if reverse and pattern != "sweep":
+            # direct messages would land on overlapping edge cells in an undefined order
+            raise ValueError("reverse=True needs pattern='sweep'")
         if decomp.comm is None:
             raise ValueError("HaloExchange needs a decomposition with a communicator, not a plan")
         self.decomp = decomp
         self.dtype = np.dtype(dtype)
         self.method, self.pattern, self.sync = method, pattern, sync
+        self.reverse = bool(reverse)
         self.comm = decomp.comm
         self.backend = decomp.backend
         self._device = self.backend.is_gpu
@@ -232,6 +246,9 @@ class HaloExchange:
     def _box(self, direction: Direction, sending: bool, sweep: bool) -> _pack.Box:
         # In a sweep, ghosts along the other axes are included: those of earlier axes are
         # already filled; those of later axes are stale but overwritten by their own phase.
+        # Reversed, the ghosts are sent and the owned boundary layers receive.
+        if self.reverse:
+            sending = not sending
         spans = [self._span(ax, s, sending, sweep) for ax, s in enumerate(direction)]
         return _pack.box3d([lo for lo, _ in spans], [n for _, n in spans])
 

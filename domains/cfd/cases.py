@@ -26,7 +26,10 @@ __all__ = ["Case", "LidDrivenCavity", "TaylorGreen", "Channel"]
 
 
 class Case:
-    """Common driver: stepping with a convergence monitor and progress on rank 0."""
+    """Common driver: stepping with a convergence monitor and progress on rank 0.
+
+    Every case takes ``streaming`` ("auto", "aa" or "pull"), passed to :class:`LBMSolver`.
+    """
 
     solver: LBMSolver
     units: LatticeUnits
@@ -47,6 +50,7 @@ class Case:
         wall_velocity=None,
         flags=None,
         open_boundaries=(),
+        streaming="auto",
     ):
         self.units = units
         self.decomp = CartDecomposition(
@@ -63,6 +67,7 @@ class Case:
             wall_velocity=wall_velocity,
             flags=flags(self.decomp) if callable(flags) else None,
             open_boundaries=open_boundaries,
+            streaming=streaming,
         )
 
     @property
@@ -166,6 +171,7 @@ class LidDrivenCavity(Case):
         comm: Any = None,
         backend: Any = None,
         dims: Any = None,
+        streaming: str = "auto",
     ) -> None:
         self.n, self.re, self.dim = int(n), float(re), int(dim)
         units = LatticeUnits.from_reynolds(re, n, u_lid)
@@ -191,6 +197,7 @@ class LidDrivenCavity(Case):
             dims,
             wall_velocity=wall,
             flags=flags,
+            streaming=streaming,
         )
 
     def centerlines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -240,6 +247,7 @@ class TaylorGreen(Case):
         backend: Any = None,
         dims: Any = None,
         nu: float | None = None,
+        streaming: str = "auto",
     ) -> None:
         self.n, self.dim = int(n), int(dim)
         units = (
@@ -257,6 +265,7 @@ class TaylorGreen(Case):
             comm,
             backend,
             dims,
+            streaming=streaming,
         )
         self.k = 2 * np.pi / n
         rho, u = self.initial_fields()
@@ -319,13 +328,16 @@ class Channel(Case):
         backend: Any = None,
         dims: Any = None,
         inflow: bool = False,
+        streaming: str = "auto",
     ) -> None:
         self.nx, self.ny, self.inflow = int(nx), int(ny), bool(inflow)
         units = LatticeUnits.from_reynolds(re, ny, u_max)
         common = (D2Q9, units, collision, dtype, comm, backend, dims)
         if not inflow:
             self.force = 8 * units.nu * u_max / ny**2
-            self._make((nx, ny), (True, False), *common, force=(self.force, 0.0))
+            self._make(
+                (nx, ny), (True, False), *common, force=(self.force, 0.0), streaming=streaming
+            )
             return
         self.force = 0.0
 
@@ -336,7 +348,7 @@ class Channel(Case):
             OpenBoundary(0, -1, "velocity", velocity=profile),
             OpenBoundary(0, 1, "pressure", density=1.0),
         ]
-        self._make((nx, ny), False, *common, open_boundaries=bounds)
+        self._make((nx, ny), False, *common, open_boundaries=bounds, streaming=streaming)
 
     def analytic_profile(self) -> np.ndarray:
         """u(y) at the owned cell centres (y + 1/2 from the lower wall): the parabola of peak

@@ -27,7 +27,7 @@ import numpy as np
 
 from .lattice import Lattice
 
-__all__ = ["kernel_source", "load_kernel", "FLUID", "WALL", "MOVING_WALL"]
+__all__ = ["kernel_source", "load_kernel", "FLUID", "WALL", "MOVING_WALL", "PATTERNS"]
 
 FLUID, WALL, MOVING_WALL = 0, 1, 2
 _AXES = "xyz"
@@ -111,35 +111,72 @@ class _Flat:
         return f"flat_flags[{self._index(self._shift(shift))}]"
 
 
+PATTERNS = ("pull", "aa-stream", "aa-local")
+
+
 def _cell_body(
-    lat: Lattice, collision: str, forcing: bool, indent: str, walls: bool, at: Any
+    lat: Lattice,
+    collision: str,
+    forcing: bool,
+    indent: str,
+    walls: bool,
+    at: Any,
+    pattern: str = "pull",
 ) -> list[str]:
+    """One cell's update as lines of source.
+
+    Patterns (populations stored post-collision, ``f[i, x] = f*_i(x)`` at rest):
+
+    ``pull``
+        read ``f[i, x - c_i]``, write ``g[i, x]`` (two buffers).
+    ``aa-stream``
+        in place, first of an AA pair: read ``f[i, x - c_i]``, write the result for direction
+        ``i`` to ``f[opp(i), x + c_i]``, where cell ``x + c_i`` looks for it (a wall cell too).
+    ``aa-local``
+        in place, second of the pair: read ``f[opp(i), x]`` (or, when ``x - c_i`` is a wall,
+        the population this cell sent there, ``f[i, x - c_i]``: bounce-back), write
+        ``f[i, x]``: back to the rest layout.
+
+    Every location is read and written by one cell only, so the in-place patterns are safe in
+    parallel; the collision arithmetic is the same in all three (bitwise equal results).
+    """
     d, q = lat.d, lat.q
     c = [tuple(int(v) for v in row) for row in lat.c.tolist()]
     opp = lat.opposite.tolist()
     here = (0,) * d
     uw = [f"U{a}" for a in range(d)]
+    local = pattern == "aa-local"
     out = [f"if {at.flag(here)} == {FLUID}:" if walls else "if True:  # an all-fluid box"]
     ind = indent + "    "
     body = []
     for i in range(q):
-        if not any(c[i]):
-            body.append(f"p{i} = {at.f(i, here)}")
-            continue
         src = tuple(-v for v in c[i])  # pull: from the cell the population streams from
-        lid = _num(6.0 * lat.w[i])
-        if not walls:
-            body.append(f"p{i} = {at.f(i, src)}")
+        # where population i arrives from a fluid upstream cell, and where it is found when
+        # that cell is a wall (bounce-back of this cell's own opposite population)
+        stream = at.f(opp[i], here) if local else at.f(i, src)
+        bounced = at.f(i, src) if local else at.f(opp[i], here)
+        if not any(c[i]) or not walls:
+            body.append(f"p{i} = {stream}")
             continue
+        lid = _num(6.0 * lat.w[i])
         body += [
             f"fl = {at.flag(src)}",
             f"if fl == {FLUID}:",
-            f"    p{i} = {at.f(i, src)}",
+            f"    p{i} = {stream}",
             f"elif fl == {WALL}:",
-            f"    p{i} = {at.f(opp[i], here)}",
+            f"    p{i} = {bounced}",
             "else:",
-            f"    p{i} = {at.f(opp[i], here)} + {lid} * ({_dot(c[i], uw)})",
+            f"    p{i} = {bounced} + {lid} * ({_dot(c[i], uw)})",
         ]
+
+    def store(i: int, value: str) -> list[str]:
+        if pattern == "pull":
+            return [f"{at.g(i)} = {value}"]
+        if local:
+            return [f"{at.f(i, here)} = {value}"]
+        # Also into wall cells: the local half-step reads a bounced population there.
+        return [f"{at.f(opp[i], c[i])} = {value}"]
+
     body.append("rho = " + " + ".join(f"p{i}" for i in range(q)))
     body.append("inv = T(1.0) / rho")
     for a in range(d):
@@ -162,7 +199,7 @@ def _cell_body(
         if i == j:  # the rest population: only the even part
             body.append(f"eq = {_num(w)} * rho * (T(1.0) - T(1.5) * usq)")
             src_term = f" + ap * {_num(w)} * (-T(3.0) * uF)" if forcing else ""
-            body.append(f"{at.g(i)} = p{i} - omp * (p{i} - eq){src_term}")
+            body += store(i, f"p{i} - omp * (p{i} - eq){src_term}")
             done.add(i)
             continue
         body += [
@@ -179,10 +216,8 @@ def _cell_body(
                     f"sp = ap * {_num(w)} * (T(9.0) * cu * cF - T(3.0) * uF)",
                     f"sm = ap * {_num(w)} * T(3.0) * cF",
                 ]
-            body += [
-                f"{at.g(i)} = p{i} - omp * (p{i} - (eqp + eqm)){ends[0]}",
-                f"{at.g(j)} = p{j} - omp * (p{j} - (eqp - eqm)){ends[1]}",
-            ]
+            body += store(i, f"p{i} - omp * (p{i} - (eqp + eqm)){ends[0]}")
+            body += store(j, f"p{j} - omp * (p{j} - (eqp - eqm)){ends[1]}")
             done.update((i, j))
             continue
         body += [
@@ -197,11 +232,12 @@ def _cell_body(
                 f"cF = {cf}",
                 f"sp = ap * {_num(w)} * (T(9.0) * cu * cF - T(3.0) * uF)",
                 f"sm = am * {_num(w)} * T(3.0) * cF",
-                f"{at.g(i)} = p{i} - rp - rm + sp + sm",
-                f"{at.g(j)} = p{j} - rp + rm + sp - sm",
             ]
+            body += store(i, f"p{i} - rp - rm + sp + sm")
+            body += store(j, f"p{j} - rp + rm + sp - sm")
         else:
-            body += [f"{at.g(i)} = p{i} - rp - rm", f"{at.g(j)} = p{j} - rp + rm"]
+            body += store(i, f"p{i} - rp - rm")
+            body += store(j, f"p{j} - rp + rm")
         done.update((i, j))
     out += [ind + line for line in body]
     return [indent + out[0]] + out[1:]
@@ -215,6 +251,7 @@ def kernel_source(
     target: str,
     walls: bool = True,
     ghost_shape: tuple[int, ...] | None = None,
+    pattern: str = "pull",
 ) -> str:
     """Python source of the fused stream-and-collide kernel ``stream_collide``.
 
@@ -225,7 +262,11 @@ def kernel_source(
     ``walls=False`` gives the branch-free variant for boxes whose cells and neighbours are all
     fluid (the compiler can then vectorise the innermost loop). The CPU kernel is specialised to
     ``ghost_shape`` (required there): its strides are constants, and it refuses other shapes.
+    ``pattern`` is one of :data:`PATTERNS` (see ``_cell_body``); the in-place ones update ``f``
+    and ignore ``g``.
     """
+    if pattern not in PATTERNS:
+        raise ValueError(f"pattern={pattern!r}: expected one of {PATTERNS}")
     if collision not in ("bgk", "trt"):
         raise ValueError(f"collision={collision!r}: expected 'bgk' or 'trt'")
     if target not in ("cpu", "gpu"):
@@ -237,7 +278,7 @@ def kernel_source(
     lids = ", ".join(f"U{a}_" for a in range(d))
     lines = [
         f'"""Generated: {lattice.name} {collision.upper()} forcing={forcing} walls={walls} '
-        f'{tname} {target} ghost_shape={ghost_shape}."""',
+        f'{tname} {target} ghost_shape={ghost_shape} pattern={pattern}."""',
         "import numpy as np",
         "from numba import cuda, njit, prange"
         if target == "gpu"
@@ -257,7 +298,7 @@ def kernel_source(
         if ghost_shape is None or len(ghost_shape) != d:
             raise ValueError(f"the CPU kernel needs the {d}-D ghost_shape, got {ghost_shape}")
         at = _Flat(tuple(int(n) for n in ghost_shape))
-        body = _cell_body(lattice, collision, forcing, " " * 8, walls, at)
+        body = _cell_body(lattice, collision, forcing, " " * 8, walls, at, pattern)
         cells = at.cells
         shape_error = f"stream_collide: arrays must be (q, *{tuple(ghost_shape)})"
         scalars = ", ".join(
@@ -302,7 +343,7 @@ def kernel_source(
             lines.append(f"    {_AXES[a]} = lo{a} + t{a}")
         cond = " or ".join(f"{_AXES[a]} >= hi{a}" for a in range(d))
         lines += [f"    if {cond}:", "        return"]
-        lines += _cell_body(lattice, collision, forcing, "    ", walls, _Indexed(d))
+        lines += _cell_body(lattice, collision, forcing, "    ", walls, _Indexed(d), pattern)
     return "\n".join(lines) + "\n"
 
 
@@ -325,9 +366,10 @@ def load_kernel(
     target: str,
     walls: bool = True,
     ghost_shape: tuple[int, ...] | None = None,
+    pattern: str = "pull",
 ) -> Any:
     """The compiled kernel (generated, written to the cache folder and imported once)."""
-    text = kernel_source(lattice, collision, forcing, dtype, target, walls, ghost_shape)
+    text = kernel_source(lattice, collision, forcing, dtype, target, walls, ghost_shape, pattern)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     if digest in _loaded:
         return _loaded[digest]

@@ -106,6 +106,13 @@ class LBMSolver:
         Cell types on the ghosted local grid (FLUID, WALL, MOVING_WALL); default: fluid, and
         walls in the ghost layer beyond non-periodic domain edges.
     halo_pattern : {"sweep", "direct"}
+    streaming : {"auto", "aa", "pull"}
+        ``"aa"``: in place, steps in pairs (a streaming half-step that pushes populations to
+        where their next cell reads them, then a local one), so each cell update reads and
+        writes one array: no write-allocate traffic for a second buffer, the memory-bound
+        kernel's largest saving. A single leftover step runs the pull kernel. ``"pull"``: two
+        buffers. ``"auto"``: AA, or pull when there are open boundaries (their ghost
+        equilibria need the moments at every step). Results are bitwise the same.
     """
 
     def __init__(
@@ -121,6 +128,7 @@ class LBMSolver:
         magic: float = TRT_MAGIC,
         halo_pattern: str = "sweep",
         open_boundaries: Sequence[OpenBoundary] = (),
+        streaming: str = "auto",
     ) -> None:
         if decomp.halo != 1:
             raise ValueError(f"the lattice Boltzmann solver needs halo=1, not {decomp.halo}")
@@ -154,15 +162,31 @@ class LBMSolver:
         if len(self.force) != d or len(self.wall_velocity) != d:
             raise ValueError(f"force and wall_velocity need {d} components")
         forcing = any(self.force)
+        if streaming == "auto":
+            streaming = "pull" if open_boundaries else "aa"
+        if streaming not in ("aa", "pull"):
+            raise ValueError(f"streaming={streaming!r}: expected 'auto', 'aa' or 'pull'")
+        if streaming == "aa" and open_boundaries:
+            raise ValueError("streaming='aa' does not support open boundaries; use 'pull'")
+        self.streaming = streaming
         target = "gpu" if self.backend.is_gpu else "cpu"
         ghost = tuple(decomp.ghost_shape)
-        self._kernel = load_kernel(lattice, collision, forcing, self.dtype, target, True, ghost)
-        self._fluid_kernel = load_kernel(
-            lattice, collision, forcing, self.dtype, target, False, ghost
-        )
+
+        def kernel(pattern: str, walls: bool) -> Any:
+            return load_kernel(
+                lattice, collision, forcing, self.dtype, target, walls, ghost, pattern
+            )
+
+        # kernels by (pattern, box has walls); AA's leftover single step is a pull with walls
+        self._kernels = {("pull", True): kernel("pull", True)}
+        for pattern in ("pull",) if streaming == "pull" else ("aa-stream", "aa-local"):
+            for walls in (True, False):
+                self._kernels[pattern, walls] = self._kernels.get((pattern, walls)) or kernel(
+                    pattern, walls
+                )
         shape = (lattice.q, *decomp.ghost_shape)
         self.f = xp.zeros(shape, dtype=self.dtype)
-        self.g = xp.zeros(shape, dtype=self.dtype)
+        self.g = xp.zeros(shape, dtype=self.dtype) if streaming == "pull" else None
         self.open_boundaries = [b for b in open_boundaries if self._owns_face(decomp, b)]
         self._has_open_faces = bool(open_boundaries)  # the same on every rank
         for b in open_boundaries:
@@ -197,8 +221,21 @@ class LBMSolver:
             pattern=halo_pattern,
             select=None if open_boundaries else crossing,
         )
+        # AA's streaming half-step leaves the populations that cross a face in the ghosts;
+        # this exchange takes them to the owned cells they stream into.
+        self.push = (
+            HaloExchange(
+                decomp,
+                self.dtype,
+                components=lattice.q,
+                select=lambda d: crossing(tuple(-v for v in d)),
+                reverse=True,
+            )
+            if streaming == "aa"
+            else None
+        )
         self._inner, self._ring = self._boxes()
-        self._plan = [(box, self._kernel_for(box)) for box in [self._inner, *self._ring]]
+        self.refresh_flags()
         self.steps_done = 0
         self.initialize()
 
@@ -298,7 +335,8 @@ class LBMSolver:
         feq = equilibrium(self.lattice, rho, u, xp)
         self.f[...] = 0
         self.f[(slice(None), *self.decomp.interior_slices)] = feq.astype(self.dtype)
-        self.g[...] = self.f
+        if self.g is not None:
+            self.g[...] = self.f
 
     def _boxes(self) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
         """The inner box, updated while the halo messages are in flight, and the boundary
@@ -309,7 +347,9 @@ class LBMSolver:
         (long contiguous rows, and no thin boxes across the innermost axis).
         """
         n = self.decomp.local_shape
-        pending = self.halo.pending_axes
+        pending = set(self.halo.pending_axes)
+        if self.push is not None:
+            pending |= set(self.push.pending_axes)
         inner = tuple(
             v for a in range(len(n)) for v in ((2, n[a]) if a in pending else (1, n[a] + 1))
         )
@@ -327,50 +367,72 @@ class LBMSolver:
                 ring.append(tuple(box))
         return inner, ring
 
-    def _kernel_for(self, box: tuple[int, ...]) -> Any:
-        """The branch-free kernel when the box and its neighbours are all fluid."""
+    def _has_walls(self, box: tuple[int, ...]) -> bool:
+        """Whether the box or its neighbour cells hold a non-fluid cell (branch-free kernels
+        apply otherwise)."""
         region = tuple(slice(box[2 * a] - 1, box[2 * a + 1] + 1) for a in range(len(box) // 2))
         flags = self.flags[region]
-        all_fluid = bool((flags == FLUID).all()) if flags.size else True
-        return self._fluid_kernel if all_fluid else self._kernel
+        return not bool((flags == FLUID).all()) if flags.size else False
 
     def refresh_flags(self) -> None:
         """Local. Re-plan the kernels after ``flags`` was changed."""
-        self._plan = [(box, self._kernel_for(box)) for box in [self._inner, *self._ring]]
+        boxes = [self._inner, *self._ring]
+        walls = [self._has_walls(box) for box in boxes]
+        patterns = ("pull",) if self.streaming == "pull" else ("aa-stream", "aa-local")
+        self._plans = {
+            p: [(box, self._kernels[p, w]) for box, w in zip(boxes, walls, strict=True)]
+            for p in patterns
+        }
+        self._plans["single"] = [(box, self._kernels["pull", True]) for box in boxes]
 
     # -- stepping -----------------------------------------------------------------------
-    def _run(self, box: tuple[int, ...], kernel: Any = None) -> None:
+    def _run(self, box: tuple[int, ...], kernel: Any, out: Any) -> None:
         if any(box[2 * a] >= box[2 * a + 1] for a in range(len(box) // 2)):
             return
-        kernel = kernel or self._kernel
         args = (self.omega_plus, self.omega_minus, *self.force, *self.wall_velocity)
         if self.backend.is_gpu:
             extents = [box[2 * a + 1] - box[2 * a] for a in range(len(box) // 2)]
             threads = (128, 2) if len(extents) == 2 else (64, 2, 2)
             sizes = list(reversed(extents))  # thread x runs along the last (contiguous) axis
             blocks = tuple((s + t - 1) // t for s, t in zip(sizes, threads, strict=True))
-            kernel[blocks, threads](self.f, self.g, self.flags, *box, *args)
+            kernel[blocks, threads](self.f, out, self.flags, *box, *args)
         else:
-            kernel(self.f, self.g, self.flags, *box, *args)
+            kernel(self.f, out, self.flags, *box, *args)
+
+    def _sweep(self, exchange: HaloExchange, plan: list, out: Any) -> None:
+        """One kernel pass over the block, overlapped with ``exchange`` of ``f``."""
+        (inner, inner_kernel), *ring = plan
+        exchange.start(self.f)
+        if self._has_open_faces:
+            # The inner box reaches the open faces, whose ghosts are set from exchanged
+            # cells: exchange, set them, then update (no overlap).
+            exchange.finish()
+            self._apply_open_boundaries()
+            self._run(inner, inner_kernel, out)
+        else:
+            self._run(inner, inner_kernel, out)  # overlaps with the exchange
+            exchange.finish()
+        for box, kernel in ring:
+            self._run(box, kernel, out)
+
+    def _pull_step(self, plan: list) -> None:
+        if self.g is None:  # AA's leftover single step: the second buffer, made on demand
+            self.g = self.xp.zeros_like(self.f)
+        self._sweep(self.halo, plan, self.g)
+        self.f, self.g = self.g, self.f
 
     def step(self, n: int = 1) -> None:
         """Collective. Advance ``n`` time steps."""
-        for _ in range(n):
-            (inner, inner_kernel), *ring = self._plan
-            self.halo.start(self.f)
-            if self._has_open_faces:
-                # The inner box reaches the open faces, whose ghosts are set from exchanged
-                # cells: exchange, set them, then update (no overlap).
-                self.halo.finish()
-                self._apply_open_boundaries()
-                self._run(inner, inner_kernel)
-            else:
-                self._run(inner, inner_kernel)  # overlaps with the exchange
-                self.halo.finish()
-            for box, kernel in ring:
-                self._run(box, kernel)
-            self.f, self.g = self.g, self.f
-            self.steps_done += 1
+        if self.streaming == "aa":
+            for _ in range(n // 2):
+                self._sweep(self.halo, self._plans["aa-stream"], self.f)
+                self._sweep(self.push, self._plans["aa-local"], self.f)
+            if n % 2:
+                self._pull_step(self._plans["single"])
+        else:
+            for _ in range(n):
+                self._pull_step(self._plans["pull"])
+        self.steps_done += n
         if self.backend.is_gpu:
             self.backend.synchronize()
 
@@ -397,9 +459,12 @@ class LBMSolver:
         """Local. Set the populations from :meth:`state`-named arrays (e.g. a loaded checkpoint)."""
         for i in range(self.lattice.q):
             self.f[i][...] = arrays[f"f{i:02d}"]
-        self.g[...] = self.f
+        if self.g is not None:
+            self.g[...] = self.f
         self.steps_done = int(steps_done)
 
     def close(self) -> None:
-        """Collective. Free the halo exchange."""
+        """Collective. Free the halo exchanges."""
         self.halo.close()
+        if self.push is not None:
+            self.push.close()

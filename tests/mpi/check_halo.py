@@ -122,6 +122,57 @@ def check_selected(shape, periodic, method, pattern, sync) -> None:
     )
 
 
+def check_reverse(shape, periodic, method, sync, dims=None) -> None:
+    """``reverse=True``: every owned cell x pushes a value per velocity c to x + c; after the
+    exchange each owned cell y holds, for each c whose source y - c is another block's cell,
+    the global value pushed from there (edges and corners travel through the sweep), and every
+    value whose source is in the own block is untouched."""
+    comm = world()
+    ndim = len(shape)
+    vel = list(itertools.product((-1, 0, 1), repeat=ndim))
+    q = len(vel)
+
+    def select(dr):
+        return [i for i, c in enumerate(vel) if all(c[a] == dr[a] for a in range(ndim) if dr[a])]
+
+    d = hpc.CartDecomposition(shape, periodic=periodic, halo=1, dims=dims, backend="cpu")
+    rng = np.random.default_rng(7)
+    g = rng.standard_normal((q, *shape))
+    n = d.local_shape
+    interior = np.zeros(d.ghost_shape, dtype=bool)
+    interior[d.interior_slices] = True
+    a = np.full((q, *d.ghost_shape), SENTINEL)
+    for ci, c in enumerate(vel):
+        pushed = np.full(d.ghost_shape, SENTINEL)
+        pushed[tuple(slice(1 + v, 1 + v + m) for v, m in zip(c, n, strict=True))] = g[ci][
+            d.local_slices
+        ]
+        a[ci][~interior] = pushed[~interior]
+    with hpc.HaloExchange(
+        d, np.float64, method=method, sync=sync, components=q, select=select, reverse=True
+    ) as ex:
+        ex.exchange(a)
+    owned = np.indices(n)  # local owned index, 0-based
+    for ci, c in enumerate(vel):
+        got = a[ci][d.interior_slices]
+        outside = np.zeros(n, dtype=bool)
+        valid = np.ones(n, dtype=bool)
+        src = []
+        for ax in range(ndim):
+            local = owned[ax] - c[ax]
+            outside |= (local < 0) | (local >= n[ax])
+            glob = d.offset[ax] + local
+            if not d.periodic[ax]:
+                valid &= (glob >= 0) & (glob < shape[ax])
+            src.append(np.mod(glob, shape[ax]))
+        want = g[ci][tuple(src)]
+        bad = np.argwhere((outside & valid & (got != want)) | (~outside & (got != SENTINEL)))
+        assert not bad.size, (
+            f"rank {comm.rank}: reverse exchange, velocity {c}: {len(bad)} wrong (first "
+            f"{tuple(bad[0])}), shape={shape} periodic={periodic} {method}/{sync} dims={d.dims}"
+        )
+
+
 def main() -> int:
     comm = world()
     rng = np.random.default_rng(2024 + comm.size)
@@ -161,6 +212,13 @@ def main() -> int:
             for pattern in ("sweep", "direct"):
                 check_selected(shape, periodic, method, pattern, sync)
                 count += 1
+    for shape, periodic in [((11, 9), (True, False)), ((9, 8, 7), True), ((8, 9, 7), False)]:
+        for method, sync in transports:
+            check_reverse(shape, periodic, method, sync)
+            count += 1
+    for dims in grids.get(comm.size, []):
+        check_reverse((9, 10) if len(dims) == 2 else (9, 8, 11), True, "p2p", "fence", dims)
+        count += 1
     comm.Barrier()
     if comm.rank == 0:
         print(f"halo: {count} cases passed on {comm.size} ranks")

@@ -11,6 +11,7 @@ assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run under the CUDA simula
 
 from hpc.domains.cfd.codegen import MOVING_WALL, WALL, load_kernel  # noqa: E402
 from hpc.domains.cfd.lattice import D2Q9, D3Q19  # noqa: E402
+from numba import cuda  # noqa: E402
 
 
 def main() -> int:
@@ -41,6 +42,21 @@ def main() -> int:
                 )
                 assert np.abs(cpu_out).max() > 0
                 checked += 1
+                for pattern in ("aa-stream", "aa-local"):  # in place: f is input and output
+                    cpu_f, gpu_f = f.copy(), f.copy()
+                    load_kernel(lat, collision, forcing, np.float64, "cpu", True, shape, pattern)(
+                        cpu_f, cpu_f, flags, *box, *args
+                    )
+                    gpu = load_kernel(
+                        lat, collision, forcing, np.float64, "gpu", True, None, pattern
+                    )
+                    # one device array passed twice (host arrays would be copied twice)
+                    dev = cuda.to_device(gpu_f)
+                    gpu[(1,) * d, tuple(reversed(extents))](dev, dev, flags, *box, *args)
+                    gpu_f = dev.copy_to_host()
+                    assert np.allclose(cpu_f, gpu_f, rtol=1e-13, atol=1e-15), (lat.name, pattern)
+                    assert not np.array_equal(cpu_f, f)
+                    checked += 1
     print(f"cudasim: {checked} generated GPU kernels match the CPU kernels")
     return 0
 
