@@ -21,6 +21,7 @@ from .backend import Backend, BackendUnavailableError, get_backend
 from .comm import cuda_aware_mpi, install_excepthook, world
 from .decomposition import CartDecomposition, chunk, plan_dims
 from .halo import HaloExchange
+from .rng import RandomStreams
 
 try:
     __version__ = version("hpc")
@@ -38,6 +39,7 @@ __all__ = [
     "cuda_aware_mpi",
     "install_excepthook",
     "CartDecomposition",
+    "RandomStreams",
     "chunk",
     "plan_dims",
     "HaloExchange",
