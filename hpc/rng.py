@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RandomStreams", "philox4x32", "MAX_STREAMS"]
+__all__ = ["RandomStreams", "philox4x32", "device_functions", "MAX_STREAMS"]
 
 MAX_STREAMS = 2**32
 _M0, _M1 = 0xD2511F53, 0xCD9E8D57  # round multipliers
@@ -59,25 +59,41 @@ def _uniform_pair(c0: Any, c1: Any, c2: Any, c3: Any) -> tuple:
     return (a + 0.5) * scale, (b + 0.5) * scale
 
 
+def _pair(index: Any, pair: Any, k0: Any, k1: Any, stream: Any, normal: bool) -> tuple:
+    """Variates ``2 pair`` and ``2 pair + 1`` of global index ``index`` (uniform or normal)."""
+    mask = np.uint64(_MASK)
+    c = _philox_rounds(index & mask, index >> np.uint64(32), pair, stream, k0, k1)
+    u1, u2 = _uniform_pair(c[0], c[1], c[2], c[3])
+    if not normal:
+        return u1, u2
+    radius = math.sqrt(-2.0 * math.log(u1))
+    angle = 2.0 * math.pi * u2
+    return radius * math.cos(angle), radius * math.sin(angle)
+
+
 def _variates(
     out: Any, first: Any, k0: Any, k1: Any, stream: Any, normal: bool, p: int, j0: int
 ) -> None:
     """Fill ``out[p, j0]`` and ``out[p, j0 + 1]`` (when in range) for global path ``first + p``."""
     index = np.uint64(first) + np.uint64(p)
-    mask = np.uint64(_MASK)
-    c = _philox_rounds(
-        index & mask, index >> np.uint64(32), np.uint64(j0 // 2), np.uint64(stream), k0, k1
-    )
-    u1, u2 = _uniform_pair(c[0], c[1], c[2], c[3])
-    if normal:
-        radius = math.sqrt(-2.0 * math.log(u1))
-        angle = 2.0 * math.pi * u2
-        v1, v2 = radius * math.cos(angle), radius * math.sin(angle)
-    else:
-        v1, v2 = u1, u2
+    v1, v2 = _pair(index, np.uint64(j0 // 2), k0, k1, np.uint64(stream), normal)
     out[p, j0] = v1
     if j0 + 1 < out.shape[1]:
         out[p, j0 + 1] = v2
+
+
+def _rebind(fn: Any, names: dict[str, Any]) -> Any:
+    """``fn`` with its globals replaced: calls resolve to the compiled versions in ``names``."""
+    return type(fn)(fn.__code__, names, fn.__name__, fn.__defaults__)
+
+
+def device_functions(target: str = "cpu") -> dict[str, Any]:
+    """Compiled building blocks for kernels that draw their own variates (no arrays of
+    random numbers in memory): ``pair(index, pair, k0, k1, stream, normal)`` gives variates
+    ``2 pair`` and ``2 pair + 1`` of global index ``index``, exactly as
+    :meth:`RandomStreams.normals` (all arguments ``uint64``; ``k0, k1`` from
+    :attr:`RandomStreams.key`). ``target``: ``"cpu"`` (numba) or ``"gpu"`` (numba.cuda)."""
+    return _cpu_kernels() if target == "cpu" else _gpu_kernels()
 
 
 _cpu: dict[str, Any] = {}
@@ -91,9 +107,9 @@ def _cpu_kernels() -> dict[str, Any]:
         rounds = njit(inline="always")(_philox_rounds)
         uniforms = njit(inline="always")(_uniform_pair)
         g = dict(globals(), _philox_rounds=rounds, _uniform_pair=uniforms)
-        variates = njit(inline="always")(
-            type(_variates)(_variates.__code__, g, "_variates", _variates.__defaults__)
-        )
+        pair = njit(inline="always")(_rebind(_pair, g))
+        g["_pair"] = pair
+        variates = njit(inline="always")(_rebind(_variates, g))
 
         @njit(parallel=True)
         def fill(out, first, k0, k1, stream, normal):  # type: ignore[no-untyped-def]
@@ -105,7 +121,7 @@ def _cpu_kernels() -> dict[str, Any]:
         def philox(c0, c1, c2, c3, k0, k1):  # type: ignore[no-untyped-def]
             return rounds(c0, c1, c2, c3, k0, k1)
 
-        _cpu.update(fill=fill, philox=philox)
+        _cpu.update(fill=fill, philox=philox, pair=pair)
     return _cpu
 
 
@@ -118,9 +134,9 @@ def _gpu_kernels() -> dict[str, Any]:
         rounds = cuda.jit(device=True)(_philox_rounds)
         uniforms = cuda.jit(device=True)(_uniform_pair)
         g = dict(globals(), _philox_rounds=rounds, _uniform_pair=uniforms)
-        variates = cuda.jit(device=True)(
-            type(_variates)(_variates.__code__, g, "_variates", _variates.__defaults__)
-        )
+        pair = cuda.jit(device=True)(_rebind(_pair, g))
+        g["_pair"] = pair
+        variates = cuda.jit(device=True)(_rebind(_variates, g))
 
         @cuda.jit
         def fill(out, first, k0, k1, stream, normal):  # type: ignore[no-untyped-def]
@@ -129,7 +145,7 @@ def _gpu_kernels() -> dict[str, Any]:
                 for j0 in range(0, out.shape[1], 2):
                     variates(out, first, k0, k1, stream, normal, p, j0)
 
-        _gpu.update(fill=fill)
+        _gpu.update(fill=fill, pair=pair)
     return _gpu
 
 
@@ -173,6 +189,11 @@ class RandomStreams:
             raise ValueError(f"stream={stream}: must be in [0, 2**32)")
         self.seed, self.stream = seed, stream
         self._k0, self._k1 = np.uint64(seed & _MASK), np.uint64(seed >> 32)
+
+    @property
+    def key(self) -> tuple[np.uint64, np.uint64]:
+        """The Philox key words ``(k0, k1)`` (for kernels using :func:`device_functions`)."""
+        return self._k0, self._k1
 
     def __repr__(self) -> str:
         return f"RandomStreams(seed={self.seed}, stream={self.stream})"

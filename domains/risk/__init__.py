@@ -1,0 +1,17 @@
+"""Monte Carlo risk: option pricing under geometric Brownian motion, reproducible on any
+number of ranks (counter-based random streams, fixed blocks, exact reduction)."""
+
+from .analytic import black_scholes, geometric_asian
+from .engine import PriceResult, price
+from .instruments import GBM, AsianArithmetic, AsianGeometric, European
+
+__all__ = [
+    "GBM",
+    "European",
+    "AsianArithmetic",
+    "AsianGeometric",
+    "PriceResult",
+    "price",
+    "black_scholes",
+    "geometric_asian",
+]
