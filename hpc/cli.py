@@ -22,6 +22,7 @@ BENCHMARKS = {
     "halo": "hpc.benchmarks.halo",
     "io": "hpc.benchmarks.io",
     "lbm": "hpc.benchmarks.lbm",
+    "mc": "hpc.benchmarks.mc",
 }
 
 

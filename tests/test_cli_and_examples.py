@@ -169,3 +169,40 @@ def test_example_notebooks_run(name, tmp_path):
         if o.get("output_type") == "error"
     ]
     assert not errors
+
+
+def test_bench_mc_prints_the_json_contract_last():
+    proc = run_mpi(
+        2,
+        [
+            "-m",
+            "hpc",
+            "bench",
+            "mc",
+            "--json",
+            "--paths",
+            "40000",
+            "--fixings",
+            "12",
+            "--european-paths",
+            "40000",
+            "--peer-fraction",
+            "0.5",
+        ],
+        timeout=300,
+    )
+    record = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert record["bench"] == "mc" and record["ranks"] == 2
+    assert [c["case"] for c in record["cases"]] == [
+        "asian call, 12 fixings",
+        "european call, 1 fixing",
+    ]
+    for case in record["cases"]:
+        ours, peer = case["ours"], case["peers"]["quantlib"]
+        assert "error" not in peer, peer
+        # the same contract priced two ways: the estimates agree within their errors
+        assert (
+            abs(ours["price"] - peer["price"])
+            < 4 * (ours["stderr"] ** 2 + peer["stderr"] ** 2) ** 0.5
+        )
+        assert case["ratio"]["quantlib"] == pytest.approx(ours["paths_per_s"] / peer["paths_per_s"])
