@@ -3,13 +3,14 @@ number of ranks (counter-based random streams, fixed blocks, exact reduction).""
 
 from .analytic import black_scholes, geometric_asian
 from .engine import PriceResult, price
-from .instruments import GBM, AsianArithmetic, AsianGeometric, European
+from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European
 
 __all__ = [
     "GBM",
     "European",
     "AsianArithmetic",
     "AsianGeometric",
+    "Barrier",
     "PriceResult",
     "price",
     "black_scholes",

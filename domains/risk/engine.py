@@ -12,7 +12,7 @@ from hpc.rng import RandomStreams
 from hpc.run import exact_sum, map_blocks
 
 from . import kernels
-from .instruments import GBM, AsianArithmetic, AsianGeometric, European
+from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European
 
 __all__ = ["PriceResult", "price", "DEFAULT_BLOCK"]
 
@@ -35,6 +35,10 @@ class PriceResult:
         Wall time of the simulation.
     control_beta : float or None
         Regression coefficient of the control variate, when one was used.
+    delta, vega : float or None
+        Pathwise estimates of d price / d spot and d price / d vol (European and Asian
+        options; None for barriers, whose payoff jumps), with ``delta_stderr``,
+        ``vega_stderr``.
     """
 
     price: float
@@ -43,13 +47,17 @@ class PriceResult:
     paths: int
     seconds: float
     control_beta: float | None = None
+    delta: float | None = None
+    delta_stderr: float | None = None
+    vega: float | None = None
+    vega_stderr: float | None = None
 
 
 def _control_mean(model: GBM, option: Any) -> float | None:
     """The exact discounted mean of the control variate the kernel reports, if any."""
     from .analytic import geometric_asian
 
-    if isinstance(option, European):  # c = discounted S(T)
+    if isinstance(option, European | Barrier):  # c = discounted S(T)
         return model.spot * math.exp(-model.dividend * option.maturity)
     if isinstance(option, AsianArithmetic):  # c = the geometric Asian with the same terms
         return geometric_asian(
@@ -60,7 +68,7 @@ def _control_mean(model: GBM, option: Any) -> float | None:
 
 def price(
     model: GBM,
-    option: European | AsianArithmetic | AsianGeometric,
+    option: European | AsianArithmetic | AsianGeometric | Barrier,
     paths: int = 1_000_000,
     seed: int = 0,
     stream: int = 0,
@@ -82,7 +90,7 @@ def price(
     """
     if not isinstance(model, GBM):
         raise TypeError(f"model: expected GBM, got {type(model).__name__}")
-    if not isinstance(option, European | AsianArithmetic | AsianGeometric):
+    if not isinstance(option, European | AsianArithmetic | AsianGeometric | Barrier):
         raise TypeError(f"option: unsupported instrument {type(option).__name__}")
     paths, block = int(paths), int(block)
     if paths < 2 or block < 1:
@@ -90,34 +98,39 @@ def price(
     per_sample = 2 if antithetic else 1
     nblocks = math.ceil(paths / per_sample / block)
     samples = nblocks * block
-    kind = (
-        kernels.EUROPEAN
-        if isinstance(option, European)
-        else kernels.ARITHMETIC
-        if isinstance(option, AsianArithmetic)
-        else kernels.GEOMETRIC
-    )
+    kind = {
+        European: kernels.EUROPEAN,
+        AsianArithmetic: kernels.ARITHMETIC,
+        AsianGeometric: kernels.GEOMETRIC,
+        Barrier: kernels.BARRIER,
+    }[type(option)]
     dt = option.maturity / option.steps
     rs = RandomStreams(seed, stream)
-    params = (
-        int(rs.key[0]),
-        int(rs.key[1]),
-        rs.stream,
-        math.log(model.spot),
-        (model.rate - model.dividend - 0.5 * model.vol**2) * dt,
-        model.vol * math.sqrt(dt),
-        option.steps,
-        option.strike,
-        option.kind == "call",
-        kind,
-        math.exp(-model.rate * option.maturity),
-        bool(antithetic),
-    )
+    barrier = isinstance(option, Barrier)
+    params = {
+        "k0": int(rs.key[0]),
+        "k1": int(rs.key[1]),
+        "stream": rs.stream,
+        "log_s0": math.log(model.spot),
+        "s0": model.spot,
+        "drift": (model.rate - model.dividend - 0.5 * model.vol**2) * dt,
+        "vol": model.vol,
+        "dt": dt,
+        "steps": option.steps,
+        "strike": option.strike,
+        "call": option.kind == "call",
+        "kind": kind,
+        "barrier": option.simulated_barrier(model.vol) if barrier else 0.0,
+        "up": barrier and option.direction == "up",
+        "knock_in": barrier and option.knock == "in",
+        "discount": math.exp(-model.rate * option.maturity),
+        "antithetic": bool(antithetic),
+    }
     fn = partial(_rows, block=block, params=params)
     t0 = time.perf_counter()
     rows = map_blocks(fn, nblocks, kernels.WIDTH, executor, batch, comm, scheduler)
     seconds = time.perf_counter() - t0
-    sy, syy, sc, scc, syc = exact_sum(rows)
+    sy, syy, sc, scc, syc, sd, sdd, sv, svv = exact_sum(rows)
     n = samples
     mean_y = sy / n
     var_y = max(syy - n * mean_y * mean_y, 0.0) / (n - 1)
@@ -134,6 +147,14 @@ def price(
             variance = max(var_y - cov * cov / var_c, 0.0)
     stderr = float(math.sqrt(variance / n))
     estimate = float(estimate)
+    greeks: dict[str, float | None] = {}
+    for name, s1, s2 in (("delta", sd, sdd), ("vega", sv, svv)):
+        if barrier:
+            greeks[name] = greeks[f"{name}_stderr"] = None
+            continue
+        mean = s1 / n
+        greeks[name] = float(mean)
+        greeks[f"{name}_stderr"] = float(math.sqrt(max(s2 - n * mean * mean, 0.0) / (n - 1) / n))
     return PriceResult(
         price=estimate,
         stderr=stderr,
@@ -141,8 +162,9 @@ def price(
         paths=samples * per_sample,
         seconds=seconds,
         control_beta=None if beta is None else float(beta),
+        **greeks,
     )
 
 
-def _rows(first: int, count: int, block: int, params: tuple) -> Any:
+def _rows(first: int, count: int, block: int, params: dict[str, Any]) -> Any:
     return kernels.block_sums(first, count, block, params)

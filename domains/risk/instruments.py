@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["GBM", "European", "AsianArithmetic", "AsianGeometric"]
+__all__ = ["GBM", "European", "AsianArithmetic", "AsianGeometric", "Barrier", "BGK_BETA"]
+
+BGK_BETA = 0.5825971579390106  # -zeta(1/2) / sqrt(2 pi): Broadie-Glasserman-Kou
 
 
 def _positive(name: str, value: float, allow_zero: bool = False) -> float:
@@ -99,3 +101,42 @@ class AsianArithmetic(_Asian):
 @dataclass(frozen=True)
 class AsianGeometric(_Asian):
     """Call or put on the geometric mean of ``S`` at ``fixings`` equally spaced dates."""
+
+
+@dataclass(frozen=True)
+class Barrier(_Option):
+    """Knock-in or knock-out European call or put, monitored at ``monitoring`` equally spaced
+    dates ``T/n .. T``.
+
+    ``continuity_correction=True`` prices the continuously monitored contract instead: the
+    simulated barrier is moved towards the spot by ``exp(-beta sigma sqrt(T/n))`` (Broadie,
+    Glasserman and Kou, 1997; ``beta = 0.5826``).
+    """
+
+    barrier: float = 120.0
+    direction: str = "up"
+    knock: str = "out"
+    monitoring: int = 252
+    continuity_correction: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "barrier", _positive("barrier", self.barrier))
+        if self.direction not in ("up", "down"):
+            raise ValueError(f"direction={self.direction!r}: expected 'up' or 'down'")
+        if self.knock not in ("in", "out"):
+            raise ValueError(f"knock={self.knock!r}: expected 'in' or 'out'")
+        if int(self.monitoring) != self.monitoring or self.monitoring < 1:
+            raise ValueError(f"monitoring={self.monitoring!r}: must be a whole number >= 1")
+        object.__setattr__(self, "monitoring", int(self.monitoring))
+
+    @property
+    def steps(self) -> int:
+        return self.monitoring
+
+    def simulated_barrier(self, vol: float) -> float:
+        """The barrier the discrete simulation uses (shifted under the correction)."""
+        if not self.continuity_correction:
+            return self.barrier
+        shift = BGK_BETA * vol * (self.maturity / self.monitoring) ** 0.5
+        return self.barrier * math.exp(-shift if self.direction == "up" else shift)
