@@ -17,7 +17,7 @@ __all__ = ["main", "BENCHMARKS"]
 
 # name -> module under hpc.benchmarks; each module has add_arguments(parser) and run(args) -> dict
 # domain command lines: name -> module with add_parser(subparsers)
-DOMAINS = {"cfd": "hpc.domains.cfd.cli"}
+DOMAINS = {"cfd": "hpc.domains.cfd.cli", "risk": "hpc.domains.risk.cli"}
 BENCHMARKS = {
     "halo": "hpc.benchmarks.halo",
     "io": "hpc.benchmarks.io",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -259,3 +260,69 @@ def test_in_plus_out_is_the_vanilla_on_the_same_paths():
         ins.stderr + outs.stderr
     )
     assert vanilla.price > 0
+
+
+def test_portfolio_errors_name_the_file_and_the_field(tmp_path):
+    from hpc.domains.risk.portfolio import PortfolioError, load_portfolio
+
+    good = {
+        "model": {"spot": 100, "vol": 0.2},
+        "instruments": [{"name": "c", "type": "european", "strike": 100, "maturity": 1.0}],
+    }
+    cases = [
+        ('{"model": {"spot": 100,\n "vol": }}', "line 2"),
+        ({**good, "model": {"spot": 100, "vol": -0.1}}, "model: vol=-0.1"),
+        ({**good, "instruments": [{"type": "swap"}]}, r"instruments\[0\]: type='swap'"),
+        (
+            {
+                **good,
+                "instruments": [
+                    {"name": "x", "type": "asian", "strike": 1, "maturity": 1, "fixings": 0}
+                ],
+            },
+            r"instruments\[0\] \(x\): fixings=0",
+        ),
+        (
+            {**good, "instruments": [{"type": "european", "strike": 1, "maturity": 1, "strik": 2}]},
+            "unknown field",
+        ),
+    ]
+    for i, (content, message) in enumerate(cases):
+        path = tmp_path / f"book{i}.json"
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        with pytest.raises(PortfolioError, match=message) as info:
+            load_portfolio(path)
+        assert str(path) in str(info.value)
+
+
+def test_hpc_risk_price_on_two_ranks_writes_the_table(tmp_path):
+    from hpc.domains.risk.portfolio import load_portfolio
+    from hpc.io import read_table
+
+    out = tmp_path / "risk.h5"
+    example = MPI_DIR.parent.parent / "examples" / "portfolio.json"
+    proc = run_mpi(
+        2,
+        [
+            "-m",
+            "hpc",
+            "risk",
+            "price",
+            str(example),
+            "--paths",
+            "50000",
+            "--seed",
+            "3",
+            "--out",
+            str(out),
+            "--json",
+        ],
+        timeout=300,
+    )
+    printed = json.loads(proc.stdout.strip().splitlines()[-1])
+    table = read_table(out, "prices")
+    book = load_portfolio(example)
+    assert list(table["name"]) == book.names == [row["name"] for row in printed]
+    for i, option in enumerate(book.instruments):  # the same numbers as the Python API
+        r = price(book.model, option, paths=50000, seed=3, stream=i)
+        assert table["price"][i] == r.price and table["stderr"][i] == r.stderr

@@ -1,0 +1,101 @@
+"""Portfolios from JSON or YAML files, validated with errors naming the file and the field.
+
+Layout::
+
+    {"model": {"spot": 100, "vol": 0.2, "rate": 0.03, "dividend": 0.01},
+     "instruments": [
+        {"name": "atm call", "type": "european", "strike": 100, "maturity": 1.0, "kind": "call"},
+        {"name": "asian", "type": "asian", "strike": 100, "maturity": 1.0, "fixings": 252},
+        {"name": "uo call", "type": "barrier", "strike": 100, "maturity": 1.0, "barrier": 130,
+         "direction": "up", "knock": "out", "monitoring": 252, "continuity_correction": true}]}
+
+``type``: european, asian (arithmetic), geometric-asian, barrier; other keys are the
+instrument's fields (:mod:`hpc.domains.risk.instruments`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European
+
+__all__ = ["Portfolio", "load_portfolio", "PortfolioError", "TYPES"]
+
+TYPES = {
+    "european": European,
+    "asian": AsianArithmetic,
+    "geometric-asian": AsianGeometric,
+    "barrier": Barrier,
+}
+
+
+class PortfolioError(ValueError):
+    """A portfolio file that cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Portfolio:
+    model: GBM
+    names: list[str]
+    instruments: list[Any]
+
+
+def _read(path: Path) -> Any:
+    text = path.read_text()
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise PortfolioError(f"{path}: not valid YAML: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PortfolioError(f"{path}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
+
+
+def _build(cls: Any, spec: dict[str, Any], where: str) -> Any:
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(spec) - known)
+    if unknown:
+        raise PortfolioError(
+            f"{where}: unknown field(s) {unknown}; expected some of {sorted(known)}"
+        )
+    try:
+        return cls(**spec)
+    except (TypeError, ValueError) as exc:
+        raise PortfolioError(f"{where}: {exc}") from None
+
+
+def load_portfolio(path: str | Path) -> Portfolio:
+    """Read and validate a portfolio file (``.json``, ``.yaml`` or ``.yml``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise PortfolioError(f"{path}: no such file")
+    data = _read(path)
+    if not isinstance(data, dict) or "model" not in data or "instruments" not in data:
+        raise PortfolioError(f"{path}: expected an object with 'model' and 'instruments'")
+    model = _build(GBM, dict(data["model"]), f"{path}: model")
+    items = data["instruments"]
+    if not isinstance(items, list) or not items:
+        raise PortfolioError(f"{path}: 'instruments' must be a non-empty list")
+    names, instruments = [], []
+    for i, raw in enumerate(items):
+        where = f"{path}: instruments[{i}]"
+        if not isinstance(raw, dict):
+            raise PortfolioError(f"{where}: expected an object")
+        spec = dict(raw)
+        kind = spec.pop("type", None)
+        if kind not in TYPES:
+            raise PortfolioError(f"{where}: type={kind!r}; expected one of {sorted(TYPES)}")
+        name = str(spec.pop("name", f"{kind}-{i}"))
+        where = f"{where} ({name})"
+        names.append(name)
+        instruments.append(_build(TYPES[kind], spec, where))
+    if len(set(names)) != len(names):
+        raise PortfolioError(f"{path}: instrument names must be unique, got {names}")
+    return Portfolio(model, names, instruments)
