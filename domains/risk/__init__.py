@@ -4,6 +4,7 @@ number of ranks (counter-based random streams, fixed blocks, exact reduction).""
 from .analytic import black_scholes, geometric_asian
 from .engine import PriceResult, price
 from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European
+from .var import Market, Position, RiskResult, historical_var, monte_carlo_var
 
 __all__ = [
     "GBM",
@@ -15,4 +16,9 @@ __all__ = [
     "price",
     "black_scholes",
     "geometric_asian",
+    "Market",
+    "Position",
+    "RiskResult",
+    "monte_carlo_var",
+    "historical_var",
 ]

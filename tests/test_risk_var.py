@@ -1,0 +1,124 @@
+"""VaR and ES: closed forms for a lognormal holding, correlated scenarios, revaluation,
+historical simulation from an HDF5 returns table, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hpc.domains.risk import GBM, European, black_scholes
+from hpc.domains.risk.var import Market, Position, historical_var, monte_carlo_var, tail_risk
+from scipy import stats
+
+
+def test_stock_holding_var_and_es_match_the_lognormal_closed_forms():
+    rng = np.random.default_rng()
+    s0, vol, r, q = rng.uniform(50, 150), rng.uniform(0.1, 0.5), rng.uniform(0, 0.05), 0.01
+    h, n = 10 / 250, 400_000
+    market = Market([s0], [vol], [[1.0]], rate=r, dividends=[q])
+    res = monte_carlo_var(
+        market, [Position(0, 1.0)], horizon=h, scenarios=n, seed=int(rng.integers(2**63))
+    )
+    mu, sd = (r - q - 0.5 * vol * vol) * h, vol * math.sqrt(h)
+    a = 0.01
+    za = stats.norm.ppf(a)
+    quantile = s0 * math.exp(mu + sd * za)
+    var_exact = s0 - quantile
+    density = stats.norm.pdf(za) / (quantile * sd)  # of S_h at the quantile
+    var_se = math.sqrt(a * (1 - a) / n) / density
+    assert abs(res.var - var_exact) < 5 * var_se, (res.var, var_exact, var_se)
+    b = 0.025
+    zb = stats.norm.ppf(b)
+    es_exact = s0 - s0 * math.exp((r - q) * h) * stats.norm.cdf(zb - sd) / b
+    tail_sd = s0 * sd  # the tail's spread is below the whole distribution's
+    assert abs(res.es - es_exact) < 5 * tail_sd / math.sqrt(n * b), (res.es, es_exact)
+    assert res.es > res.var > 0
+
+
+def test_scenarios_carry_the_requested_correlation_and_are_reproducible():
+    corr = np.array([[1.0, 0.6, -0.3], [0.6, 1.0, 0.2], [-0.3, 0.2, 1.0]])
+    market = Market([100, 50, 20], [0.2, 0.3, 0.4], corr, rate=0.01)
+    positions = [Position(0, 1.0), Position(1, -2.0), Position(2, 3.0)]
+    a = monte_carlo_var(market, positions, scenarios=50_000, seed=9)
+    b = monte_carlo_var(market, positions, scenarios=50_000, seed=9)
+    assert (a.var, a.es) == (b.var, b.es)
+    from hpc.rng import RandomStreams
+
+    z = RandomStreams(9).normals(0, 200_000, 3) @ market.loading.T
+    assert np.allclose(np.corrcoef(z.T), corr, atol=5 / math.sqrt(200_000))
+    # a singular (rank-one) correlation is accepted
+    loading = Market([1, 1], [0.1, 0.1], [[1, 1], [1, 1]]).loading
+    assert np.allclose(loading @ loading.T, [[1, 1], [1, 1]])
+
+
+def test_option_positions_are_revalued_in_closed_form():
+    market = Market([100.0], [0.25], [[1.0]], rate=0.03, dividends=[0.01])
+    call = European(105, 0.5, "call")
+    shock = np.array([[0.05]])
+    h = 1 / 250
+    res = historical_var(
+        market, [Position(0, 2.0, call)], shock, horizon=h, var_level=0.9, es_level=0.9
+    )
+    model = GBM(spot=100.0, vol=0.25, rate=0.03, dividend=0.01)
+    now = black_scholes(model, call)
+    later = black_scholes(
+        GBM(spot=100 * math.exp(0.05), vol=0.25, rate=0.03, dividend=0.01),
+        European(105, 0.5 - h, "call"),
+    )
+    assert res.value == pytest.approx(2 * now, rel=1e-12)
+    assert -res.var == pytest.approx(2 * (later - now), rel=1e-10)
+
+
+def test_historical_simulation_from_an_hdf5_returns_table(tmp_path):
+    from hpc.io import read_table, write_table
+
+    rng = np.random.default_rng()
+    days = 750
+    returns = rng.standard_t(4, size=(days, 2)) * 0.01
+    path = tmp_path / "returns.h5"
+    write_table(path, "returns", {"AAA": returns[:, 0], "BBB": returns[:, 1]})
+    table = read_table(path, "returns")
+    r = np.column_stack([table["AAA"], table["BBB"]])
+    market = Market([100, 40], [0.2, 0.3], np.eye(2))
+    positions = [Position(0, 10.0), Position(1, -5.0)]
+    res = historical_var(market, positions, r)
+    pnl = 10 * 100 * np.expm1(returns[:, 0]) - 5 * 40 * np.expm1(returns[:, 1])
+    worst = np.sort(pnl)
+    assert res.var == pytest.approx(-worst[math.ceil(days * 0.01) - 1], rel=1e-12)
+    assert res.es == pytest.approx(-worst[: math.ceil(days * 0.025)].mean(), rel=1e-12)
+    assert res.scenarios == days
+
+
+def test_tail_risk_conventions_on_a_known_sample():
+    pnl = -np.arange(1, 201, dtype=float)  # losses 1..200
+    var, es = tail_risk(pnl, 0.99, 0.975)
+    assert var == 199.0  # the 2nd worst of 200
+    assert es == np.mean([200, 199, 198, 197, 196])
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: Market([100, 50], [0.2], np.eye(2)), "vols: 1 values for 2 assets"),
+        (lambda: Market([100], [-0.2], [[1.0]]), "vols: must be >= 0"),
+        (lambda: Market([100, 50], [0.2, 0.2], [[1, 0.5], [0.4, 1]]), "symmetric"),
+        (
+            lambda: Market([1, 1, 1], [0.1] * 3, [[1, 0.9, -0.9], [0.9, 1, 0.9], [-0.9, 0.9, 1]]),
+            "not positive semi-definite",
+        ),
+        (
+            lambda: monte_carlo_var(Market([1], [0.1], [[1]]), [Position(1, 1.0)]),
+            r"positions\[0\].asset=1",
+        ),
+        (
+            lambda: historical_var(
+                Market([1], [0.1], [[1]]), [Position(0, 1.0)], np.array([[0.01], [np.nan]])
+            ),
+            "row 1, column 0",
+        ),
+    ],
+)
+def test_bad_input_is_named(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
