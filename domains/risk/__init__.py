@@ -1,6 +1,7 @@
 """Monte Carlo risk: option pricing under geometric Brownian motion, reproducible on any
 number of ranks (counter-based random streams, fixed blocks, exact reduction)."""
 
+from .american import American, american_lsm
 from .analytic import black_scholes, geometric_asian
 from .engine import PriceResult, price
 from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European
@@ -8,6 +9,8 @@ from .var import Market, Position, RiskResult, historical_var, monte_carlo_var
 
 __all__ = [
     "GBM",
+    "American",
+    "american_lsm",
     "European",
     "AsianArithmetic",
     "AsianGeometric",

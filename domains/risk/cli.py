@@ -38,6 +38,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _price(args: argparse.Namespace) -> int:
+    from .american import American, american_lsm
     from .engine import price
     from .portfolio import PortfolioError, load_portfolio
 
@@ -50,6 +51,11 @@ def _price(args: argparse.Namespace) -> int:
         return 2
     rows: list[dict[str, Any]] = []
     for i, (name, option) in enumerate(zip(book.names, book.instruments, strict=True)):
+        if isinstance(option, American):
+            r = american_lsm(book.model, option, paths=int(args.paths), seed=args.seed, stream=i)
+            rows.append(_row(name, option, r))
+            _show(comm, args, name, r)
+            continue
         r = price(
             book.model,
             option,
@@ -61,27 +67,8 @@ def _price(args: argparse.Namespace) -> int:
             executor=args.executor,
             scheduler=args.scheduler,
         )
-        rows.append(
-            {
-                "name": name,
-                "type": type(option).__name__,
-                "price": r.price,
-                "stderr": r.stderr,
-                "ci95_low": r.ci95[0],
-                "ci95_high": r.ci95[1],
-                "delta": np.nan if r.delta is None else r.delta,
-                "vega": np.nan if r.vega is None else r.vega,
-                "paths": r.paths,
-                "seconds": r.seconds,
-            }
-        )
-        if comm.rank == 0 and not args.json:
-            print(
-                f"{name:>20s}  {r.price:12.6f} +- {r.stderr:.6f}  "
-                f"[{r.ci95[0]:.6f}, {r.ci95[1]:.6f}]  {r.paths:,} paths  "
-                f"{r.paths / max(r.seconds, 1e-12):.3g} paths/s",
-                flush=True,
-            )
+        rows.append(_row(name, option, r))
+        _show(comm, args, name, r)
     if args.out:
         from hpc.io import write_table
 
@@ -103,3 +90,28 @@ def _price(args: argparse.Namespace) -> int:
     if comm.rank == 0 and args.json:
         print(json.dumps(rows))
     return 0
+
+
+def _row(name: str, option: Any, r: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "type": type(option).__name__,
+        "price": r.price,
+        "stderr": r.stderr,
+        "ci95_low": r.ci95[0],
+        "ci95_high": r.ci95[1],
+        "delta": np.nan if r.delta is None else r.delta,
+        "vega": np.nan if r.vega is None else r.vega,
+        "paths": r.paths,
+        "seconds": r.seconds,
+    }
+
+
+def _show(comm: Any, args: argparse.Namespace, name: str, r: Any) -> None:
+    if comm.rank == 0 and not args.json:
+        print(
+            f"{name:>20s}  {r.price:12.6f} +- {r.stderr:.6f}  "
+            f"[{r.ci95[0]:.6f}, {r.ci95[1]:.6f}]  {r.paths:,} paths  "
+            f"{r.paths / max(r.seconds, 1e-12):.3g} paths/s",
+            flush=True,
+        )

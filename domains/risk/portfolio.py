@@ -9,7 +9,8 @@ Layout::
         {"name": "uo call", "type": "barrier", "strike": 100, "maturity": 1.0, "barrier": 130,
          "direction": "up", "knock": "out", "monitoring": 252, "continuity_correction": true}]}
 
-``type``: european, asian (arithmetic), geometric-asian, barrier; other keys are the
+``type``: european, asian (arithmetic), geometric-asian, barrier, american (Longstaff-Schwartz,
+``exercises`` dates; computed on every rank); other keys are the
 instrument's fields (:mod:`hpc.domains.risk.instruments`).
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from .american import American
 from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European
 
 __all__ = ["Portfolio", "load_portfolio", "PortfolioError", "TYPES"]
@@ -29,6 +31,7 @@ TYPES = {
     "asian": AsianArithmetic,
     "geometric-asian": AsianGeometric,
     "barrier": Barrier,
+    "american": American,
 }
 
 
