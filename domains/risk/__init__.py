@@ -4,11 +4,14 @@ number of ranks (counter-based random streams, fixed blocks, exact reduction).""
 from .american import American, american_lsm
 from .analytic import black_scholes, geometric_asian
 from .engine import PriceResult, price
-from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European
+from .heston import price_heston
+from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European, Heston
 from .var import Market, Position, RiskResult, historical_var, monte_carlo_var
 
 __all__ = [
     "GBM",
+    "Heston",
+    "price_heston",
     "American",
     "american_lsm",
     "European",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["GBM", "European", "AsianArithmetic", "AsianGeometric", "Barrier", "BGK_BETA"]
+__all__ = ["GBM", "Heston", "European", "AsianArithmetic", "AsianGeometric", "Barrier", "BGK_BETA"]
 
 BGK_BETA = 0.5825971579390106  # -zeta(1/2) / sqrt(2 pi): Broadie-Glasserman-Kou
 
@@ -140,3 +140,33 @@ class Barrier(_Option):
             return self.barrier
         shift = BGK_BETA * vol * (self.maturity / self.monitoring) ** 0.5
         return self.barrier * math.exp(-shift if self.direction == "up" else shift)
+
+
+@dataclass(frozen=True)
+class Heston:
+    """Heston stochastic volatility under the risk-neutral measure:
+    ``dS = (r - q) S dt + sqrt(v) S dW_s``, ``dv = kappa (theta - v) dt + xi sqrt(v) dW_v``,
+    ``d<W_s, W_v> = rho dt``. Simulated by full-truncation Euler (Lord, Koekkoek and van Dijk,
+    2010) on ``steps_per_year`` steps."""
+
+    spot: float
+    v0: float
+    kappa: float
+    theta: float
+    xi: float
+    rho: float
+    rate: float = 0.0
+    dividend: float = 0.0
+    steps_per_year: int = 250
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spot", _positive("spot", self.spot))
+        for name in ("v0", "kappa", "theta", "xi"):
+            object.__setattr__(self, name, _positive(name, getattr(self, name), allow_zero=True))
+        rho = _finite("rho", self.rho)
+        if not -1.0 <= rho <= 1.0:
+            raise ValueError(f"rho={self.rho!r}: must lie in [-1, 1]")
+        object.__setattr__(self, "rate", _finite("rate", self.rate))
+        object.__setattr__(self, "dividend", _finite("dividend", self.dividend))
+        if int(self.steps_per_year) != self.steps_per_year or self.steps_per_year < 1:
+            raise ValueError(f"steps_per_year={self.steps_per_year!r}: a whole number >= 1")
