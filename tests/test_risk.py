@@ -433,3 +433,35 @@ def test_heston_european_matches_quantlib_analytic_engine():
     assert abs(r.price - exact) <= 3 * r.stderr + 5e-3 * exact, (model, option, r, exact)
     with pytest.raises(ValueError, match="rho"):
         Heston(spot=100, v0=0.04, kappa=1, theta=0.04, xi=0.3, rho=-1.5)
+
+
+def test_basket_kernel_equals_a_numpy_simulation_on_the_same_normals():
+    from hpc.domains.risk.basket import Basket, price_basket
+    from hpc.domains.risk.var import Market
+
+    from hpc.rng import RandomStreams
+
+    corr = [[1, 0.5, 0.2], [0.5, 1, 0.3], [0.2, 0.3, 1]]
+    market = Market([100, 80, 60], [0.2, 0.3, 0.25], corr, rate=0.02, dividends=[0, 0.01, 0])
+    option = Basket([0.5, 0.3, 0.2], 85, 1.0, "put")
+    n = 8192
+    r = price_basket(
+        market, option, paths=n, seed=5, antithetic=False, control_variate=False, block=1024
+    )
+    z = RandomStreams(5).normals(0, n, 3) @ market.loading.T
+    st = market.spots * np.exp((0.02 - market.dividends - 0.5 * market.vols**2) + market.vols * z)
+    pay = np.exp(-0.02) * np.maximum(85 - st @ option.weights, 0)
+    assert r.price == pytest.approx(pay.mean(), rel=1e-12)
+    assert r.stderr == pytest.approx(pay.std(ddof=1) / math.sqrt(n), rel=1e-9)
+
+
+def test_perfectly_correlated_basket_is_a_black_scholes_option():
+    from hpc.domains.risk.basket import Basket, price_basket
+    from hpc.domains.risk.var import Market
+
+    market = Market([100, 50], [0.25, 0.25], [[1, 1], [1, 1]], rate=0.03, dividends=[0.01] * 2)
+    r = price_basket(market, Basket([1, 2], 190, 1.0), paths=400_000, seed=2)
+    exact = black_scholes(GBM(spot=200, vol=0.25, rate=0.03, dividend=0.01), European(190, 1.0))
+    assert abs(r.price - exact) <= 3 * r.stderr
+    with pytest.raises(ValueError, match="weights"):
+        price_basket(market, Basket([1, 2, 3], 100, 1.0))

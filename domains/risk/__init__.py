@@ -3,6 +3,7 @@ number of ranks (counter-based random streams, fixed blocks, exact reduction).""
 
 from .american import American, american_lsm
 from .analytic import black_scholes, geometric_asian
+from .basket import Basket, price_basket
 from .engine import PriceResult, price
 from .heston import price_heston
 from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European, Heston
@@ -10,6 +11,8 @@ from .var import Market, Position, RiskResult, historical_var, monte_carlo_var
 
 __all__ = [
     "GBM",
+    "Basket",
+    "price_basket",
     "Heston",
     "price_heston",
     "American",
