@@ -122,3 +122,57 @@ def test_tail_risk_conventions_on_a_known_sample():
 def test_bad_input_is_named(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_hpc_risk_var_equals_the_api_and_reads_an_hdf5_returns_table(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from hpc.domains.risk.portfolio import load_book
+    from hpc.io import write_table
+
+    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    book = root / "examples" / "book.json"
+    market, positions = load_book(book)
+
+    def cli(*extra):
+        out = subprocess.run(
+            [sys.executable, "-m", "hpc", "risk", "var", str(book), "--json", *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    got = cli("--scenarios", "50000", "--seed", "4")
+    want = monte_carlo_var(market, positions, 10 / 250, 50_000, 4)
+    assert (got["var"], got["es"]) == (want.var, want.es)
+    rng = np.random.default_rng(1)
+    returns = rng.normal(0, 0.01, size=(500, 3))
+    write_table(tmp_path / "r.h5", "daily", {f"a{k}": returns[:, k] for k in range(3)})
+    got = cli(
+        "--method", "historical", "--returns", f"{tmp_path / 'r.h5'}:daily", "--horizon-days", "1"
+    )
+    want = historical_var(market, positions, returns, 1 / 250)
+    assert (got["var"], got["es"]) == (want.var, want.es)
+
+
+def test_a_bad_book_names_the_file_and_the_field(tmp_path):
+    import json
+
+    from hpc.domains.risk.portfolio import PortfolioError, load_book
+
+    path = tmp_path / "book.json"
+    path.write_text(
+        json.dumps(
+            {
+                "market": {"spots": [1], "vols": [0.1], "correlation": [[1]]},
+                "positions": [{"asset": 0, "quantity": 1, "option": {"strike": -1, "maturity": 1}}],
+            }
+        )
+    )
+    with pytest.raises(PortfolioError, match=r"positions\[0\]\.option: strike=-1") as info:
+        load_book(path)
+    assert str(path) in str(info.value)

@@ -35,6 +35,21 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", default=None, help="HDF5 file for the results table 'prices'")
     p.add_argument("--json", action="store_true", help="print the results as one JSON line")
     p.set_defaults(func=_price)
+    v = cmds.add_parser("var", help="value at risk and expected shortfall of a risk book")
+    v.add_argument("book", help="book file (.json, .yaml): market and positions")
+    v.add_argument("--method", choices=["mc", "historical"], default="mc")
+    v.add_argument(
+        "--returns",
+        default=None,
+        help="historical: FILE.h5:TABLE of daily log returns, one column per asset",
+    )
+    v.add_argument("--horizon-days", type=float, default=10.0, help="horizon (250-day year)")
+    v.add_argument("--scenarios", type=float, default=1e6, help="Monte Carlo scenarios")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--var-level", type=float, default=0.99)
+    v.add_argument("--es-level", type=float, default=0.975)
+    v.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    v.set_defaults(func=_var)
 
 
 def _price(args: argparse.Namespace) -> int:
@@ -115,3 +130,45 @@ def _show(comm: Any, args: argparse.Namespace, name: str, r: Any) -> None:
             f"{r.paths / max(r.seconds, 1e-12):.3g} paths/s",
             flush=True,
         )
+
+
+def _var(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from .portfolio import PortfolioError, load_book
+    from .var import historical_var, monte_carlo_var
+
+    comm = world()
+    try:
+        market, positions = load_book(args.book)
+    except PortfolioError as exc:
+        if comm.rank == 0:
+            print(f"hpc risk: {exc}", file=sys.stderr)
+        return 2
+    horizon = args.horizon_days / 250.0
+    levels = dict(var_level=args.var_level, es_level=args.es_level)
+    if args.method == "mc":
+        res = monte_carlo_var(market, positions, horizon, int(args.scenarios), args.seed, **levels)
+    else:
+        if not args.returns or ":" not in args.returns:
+            if comm.rank == 0:
+                print(
+                    "hpc risk: --method historical needs --returns FILE.h5:TABLE", file=sys.stderr
+                )
+            return 2
+        from hpc.io import read_table
+
+        file, table = args.returns.rsplit(":", 1)
+        columns = read_table(file, table)
+        returns = np.column_stack([np.asarray(c, dtype=np.float64) for c in columns.values()])
+        res = historical_var(market, positions, returns, horizon, **levels)
+    if comm.rank == 0:
+        if args.json:
+            print(json.dumps(asdict(res)))
+        else:
+            print(
+                f"portfolio value {res.value:.4f}; horizon {args.horizon_days:g} days, "
+                f"{res.scenarios:,} scenarios ({args.method})"
+            )
+            print(f"VaR {res.var_level:.1%}: {res.var:.4f}   ES {res.es_level:.1%}: {res.es:.4f}")
+    return 0

@@ -24,7 +24,7 @@ from typing import Any
 from .american import American
 from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European
 
-__all__ = ["Portfolio", "load_portfolio", "PortfolioError", "TYPES"]
+__all__ = ["Portfolio", "load_portfolio", "load_book", "PortfolioError", "TYPES"]
 
 TYPES = {
     "european": European,
@@ -102,3 +102,42 @@ def load_portfolio(path: str | Path) -> Portfolio:
     if len(set(names)) != len(names):
         raise PortfolioError(f"{path}: instrument names must be unique, got {names}")
     return Portfolio(model, names, instruments)
+
+
+def load_book(path: str | Path) -> tuple[Any, list[Any]]:
+    """A risk book for VaR: ``(Market, positions)`` from a JSON or YAML file::
+
+    {"market": {"spots": [100, 50], "vols": [0.2, 0.3], "correlation": [[1, 0.4],
+                [0.4, 1]], "rate": 0.02, "dividends": [0.0, 0.01]},
+     "positions": [{"asset": 0, "quantity": 10},
+                   {"asset": 1, "quantity": -5,
+                    "option": {"strike": 50, "maturity": 0.5, "kind": "put"}}]}
+    """
+    from .var import Market, Position
+
+    path = Path(path)
+    if not path.is_file():
+        raise PortfolioError(f"{path}: no such file")
+    data = _read(path)
+    if not isinstance(data, dict) or "market" not in data or "positions" not in data:
+        raise PortfolioError(f"{path}: expected an object with 'market' and 'positions'")
+    market = _build(Market, dict(data["market"]), f"{path}: market")
+    items = data["positions"]
+    if not isinstance(items, list) or not items:
+        raise PortfolioError(f"{path}: 'positions' must be a non-empty list")
+    positions = []
+    for i, raw in enumerate(items):
+        where = f"{path}: positions[{i}]"
+        if not isinstance(raw, dict):
+            raise PortfolioError(f"{where}: expected an object")
+        spec = dict(raw)
+        option = spec.pop("option", None)
+        if option is not None:
+            spec["option"] = _build(European, dict(option), f"{where}.option")
+        pos = _build(Position, spec, where)
+        if not 0 <= int(pos.asset) < len(market.spots):
+            raise PortfolioError(
+                f"{where}: asset={pos.asset}; the market has {len(market.spots)} assets"
+            )
+        positions.append(pos)
+    return market, positions
