@@ -465,3 +465,33 @@ def test_perfectly_correlated_basket_is_a_black_scholes_option():
     assert abs(r.price - exact) <= 3 * r.stderr
     with pytest.raises(ValueError, match="weights"):
         price_basket(market, Basket([1, 2, 3], 100, 1.0))
+
+
+def test_brownian_bridge_has_the_covariance_of_brownian_motion():
+    from hpc.domains.risk.qmc import bridge_matrix
+
+    rng = np.random.default_rng()
+    for n in (1, 2, 7, 64):
+        times = np.cumsum(rng.uniform(0.1, 1.0, n))
+        a = bridge_matrix(times)
+        np.testing.assert_allclose(a @ a.T, np.minimum.outer(times, times), rtol=0, atol=1e-12)
+
+
+def test_sobol_with_a_bridge_prices_within_its_randomised_error_and_beats_pseudo_random():
+    """Randomised QMC: the error is estimated from 16 scramblings (a t-distribution with 15
+    degrees of freedom: 4 standard errors)."""
+    rng = np.random.default_rng()
+    model, strike, maturity, kind = _fresh_market(rng)
+    seed = int(rng.integers(2**31))
+    european = European(strike, maturity, kind)
+    r = price(model, european, paths=2**15, sampler="sobol", seed=seed)
+    assert abs(r.price - black_scholes(model, european)) <= 4 * r.stderr, (model, european, r)
+    asian = AsianGeometric(strike, maturity, kind, fixings=32)
+    q = price(model, asian, paths=2**13, sampler="sobol", seed=seed)
+    assert abs(q.price - geometric_asian(model, asian)) <= 4 * q.stderr, (model, asian, q)
+    plain = price(model, asian, paths=q.paths, seed=seed, antithetic=False, control_variate=False)
+    assert q.stderr < plain.stderr / 5
+    again = price(model, asian, paths=2**13, sampler="sobol", seed=seed, batch=1)
+    assert (again.price, again.stderr) == (q.price, q.stderr)
+    with pytest.raises(ValueError, match="power of 2"):
+        price(model, european, sampler="sobol", block=1000)
