@@ -19,6 +19,8 @@ __all__ = ["block_sums", "EUROPEAN", "ARITHMETIC", "GEOMETRIC", "BARRIER", "COLU
 
 EUROPEAN, ARITHMETIC, GEOMETRIC, BARRIER = 0, 1, 2, 3
 COLUMNS = ("y", "yy", "c", "cc", "yc", "d", "dd", "v", "vv")
+SPOT_BUMP = 0.01  # barrier Greeks: log-spot bump (about 1%) ...
+VOL_BUMP = 0.01  # ... and absolute volatility bump, central differences on common paths
 WIDTH = len(COLUMNS)
 
 _compiled: dict[str, Any] = {}
@@ -58,7 +60,8 @@ def _make() -> Any:
         geometric = 0.0
         d_arith = 0.0  # d(sum S_j)/dsigma
         d_geo = 0.0  # d(sum ln S_j)/dsigma
-        crossed = False
+        hit = np.zeros(5, dtype=np.bool_)
+        log_barrier = math.log(barrier) if kind == BARRIER else 0.0
         z2 = 0.0
         for j in range(steps):
             if j % 2 == 0:
@@ -76,9 +79,17 @@ def _make() -> Any:
                 d_arith += s * (w - vol * t)
                 d_geo += w - vol * t
             elif kind == BARRIER:
-                s = math.exp(x)
-                if (up and s >= barrier) or (not up and s <= barrier):
-                    crossed = True
+                # the path and its four bumped versions (spot +-1%, vol +-0.01) on the same
+                # Brownian motion: common random numbers for the finite-difference Greeks
+                for m in range(5):
+                    xm = x
+                    if m == 1 or m == 2:
+                        xm = x + (SPOT_BUMP if m == 1 else -SPOT_BUMP)
+                    elif m >= 3:
+                        vm = vol + (VOL_BUMP if m == 3 else -VOL_BUMP)
+                        xm = log_s0 + (drift / dt + 0.5 * vol * vol - 0.5 * vm * vm) * t + vm * w
+                    if (up and xm >= log_barrier) or (not up and xm <= log_barrier):
+                        hit[m] = True
         t = steps * dt
         if kind == EUROPEAN or kind == BARRIER:
             a = math.exp(x)
@@ -95,10 +106,22 @@ def _make() -> Any:
         delta = slope * a / s0
         vega = slope * da
         if kind == BARRIER:
-            alive = crossed if knock_in else not crossed
-            if not alive:
-                y = 0.0
-            return y, discount * a, 0.0, 0.0  # barrier Greeks: by bumping, not pathwise
+            ys = np.zeros(5)
+            for m in range(5):
+                if m == 0:
+                    xm = x
+                elif m <= 2:
+                    xm = x + (SPOT_BUMP if m == 1 else -SPOT_BUMP)
+                else:
+                    vm = vol + (VOL_BUMP if m == 3 else -VOL_BUMP)
+                    xm = log_s0 + (drift / dt + 0.5 * vol * vol - 0.5 * vm * vm) * t + vm * w
+                am = math.exp(xm)
+                pay = max(am - strike, 0.0) if call else max(strike - am, 0.0)
+                alive = hit[m] if knock_in else not hit[m]
+                ys[m] = discount * pay if alive else 0.0
+            delta = (ys[1] - ys[2]) / (s0 * (math.exp(SPOT_BUMP) - math.exp(-SPOT_BUMP)))
+            vega = (ys[3] - ys[4]) / (2.0 * VOL_BUMP)
+            return ys[0], discount * a, delta, vega
         if kind == ARITHMETIC:  # control: the geometric Asian
             g = math.exp(geometric / steps)
             gi = g > strike if call else g < strike
