@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -42,6 +43,31 @@ def test_written_on_n_ranks_reads_back_on_m(tmp_path, writers, readers, write_mo
         assert f"on {m} ranks (written on {writers})" in proc.stdout
 
 
+def _kill_ranks_of(tag: str, timeout: float = 30.0) -> None:
+    """SIGKILL every process whose command line names ``tag`` and wait until all are gone.
+
+    Open MPI may start ranks in their own process group; left alive after mpirun's death, one
+    could still save (and prune) checkpoints while the test inspects the directory.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    cmdline = fh.read().decode(errors="replace")
+            except OSError:
+                continue
+            if tag in cmdline and "checkpoint_loop.py" in cmdline and int(pid) != os.getpid():
+                alive.append(int(pid))
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
+        if not alive:
+            return
+        assert time.monotonic() < deadline, f"ranks {alive} survived SIGKILL"
+        time.sleep(0.05)
+
+
 def _verify(directory) -> int | None:
     """Every checkpoint taken for complete loads and holds exactly its step's data."""
     ckpt = Checkpoint(directory, comm=MPI.COMM_SELF)
@@ -76,6 +102,7 @@ def test_sigkill_at_random_moments_never_leaves_a_bad_checkpoint(tmp_path):
         os.killpg(child.pid, signal.SIGKILL)
         child.wait(timeout=60)
         child.stdout.close()
+        _kill_ranks_of(str(tmp_path))  # ranks outside mpirun's process group die too
         latest = _verify(tmp_path)
         if latest is not None:
             with_data += 1
