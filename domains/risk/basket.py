@@ -14,7 +14,7 @@ import numpy as np
 from hpc.rng import RandomStreams, device_functions
 from hpc.run import exact_sum, map_blocks
 
-from .engine import DEFAULT_BLOCK, PriceResult
+from .engine import DEFAULT_BLOCK, PriceResult, estimate
 from .instruments import _kind, _positive
 from .var import Market
 
@@ -156,25 +156,9 @@ def price_basket(
         partial(_rows, block=int(block), args=args), nblocks, 5, executor, batch, comm, scheduler
     )
     seconds = time.perf_counter() - t0
-    sy, syy, sc, scc, syc = exact_sum(rows)
-    my = sy / n
-    estimate, variance, beta = my, max(syy - n * my * my, 0.0) / (n - 1), None
-    if control_variate:
-        mc = sc / n
-        var_c = max(scc - n * mc * mc, 0.0) / (n - 1)
-        if var_c > 0:
-            cov = (syc - n * my * mc) / (n - 1)
-            beta = cov / var_c
-            mean = float(np.sum(option.weights * market.spots * np.exp(-market.dividends * t)))
-            estimate = my - beta * (mc - mean)
-            variance = max(variance - cov * cov / var_c, 0.0)
-    stderr = math.sqrt(variance / n)
-    estimate = float(estimate)
-    return PriceResult(
-        estimate,
-        stderr,
-        (estimate - 1.96 * stderr, estimate + 1.96 * stderr),
-        n * per_sample,
-        seconds,
-        None if beta is None else float(beta),
+    control = (
+        float(np.sum(option.weights * market.spots * np.exp(-market.dividends * t)))
+        if control_variate
+        else None
     )
+    return estimate(exact_sum(rows), n, control, n * per_sample, seconds)

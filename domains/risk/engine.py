@@ -143,32 +143,51 @@ def price(
     rows = map_blocks(fn, nblocks, kernels.WIDTH, executor, batch, comm, scheduler)
     seconds = time.perf_counter() - t0
     sy, syy, sc, scc, syc, sd, sdd, sv, svv = exact_sum(rows)
-    n = samples
-    mean_y = sy / n
-    var_y = max(syy - n * mean_y * mean_y, 0.0) / (n - 1)
     control = _control_mean(model, option) if control_variate else None
-    beta = None
-    estimate, variance = mean_y, var_y
+    greeks: dict[str, float | None] = {}
+    for name, s1, s2 in (("delta", sd, sdd), ("vega", sv, svv)):
+        mean, se = mean_and_stderr(s1, s2, samples)
+        greeks[name], greeks[f"{name}_stderr"] = mean, se
+    return estimate(
+        (sy, syy, sc, scc, syc), samples, control, samples * per_sample, seconds, **greeks
+    )
+
+
+def mean_and_stderr(total: float, squares: float, n: int) -> tuple[float, float]:
+    """Sample mean and its standard error from a sum and a sum of squares over ``n``."""
+    mean = total / n
+    return float(mean), float(math.sqrt(max(squares - n * mean * mean, 0.0) / (n - 1) / n))
+
+
+def estimate(
+    sums: tuple[float, float, float, float, float],
+    n: int,
+    control: float | None,
+    paths: int,
+    seconds: float,
+    **greeks: float | None,
+) -> PriceResult:
+    """The result from ``(sum y, sum y^2, sum c, sum c^2, sum y c)`` over ``n`` samples: the
+    plain mean, or with ``control`` (the exact mean of ``c``) the regression-adjusted one, whose
+    coefficient is estimated from the same samples."""
+    sy, syy, sc, scc, syc = sums
+    mean_y = sy / n
+    variance = max(syy - n * mean_y * mean_y, 0.0) / (n - 1)
+    value, beta = mean_y, None
     if control is not None:
         mean_c = sc / n
         var_c = max(scc - n * mean_c * mean_c, 0.0) / (n - 1)
-        cov = (syc - n * mean_y * mean_c) / (n - 1)
         if var_c > 0.0:
+            cov = (syc - n * mean_y * mean_c) / (n - 1)
             beta = cov / var_c
-            estimate = mean_y - beta * (mean_c - control)
-            variance = max(var_y - cov * cov / var_c, 0.0)
-    stderr = float(math.sqrt(variance / n))
-    estimate = float(estimate)
-    greeks: dict[str, float | None] = {}
-    for name, s1, s2 in (("delta", sd, sdd), ("vega", sv, svv)):
-        mean = s1 / n
-        greeks[name] = float(mean)
-        greeks[f"{name}_stderr"] = float(math.sqrt(max(s2 - n * mean * mean, 0.0) / (n - 1) / n))
+            value = mean_y - beta * (mean_c - control)
+            variance = max(variance - cov * cov / var_c, 0.0)
+    value, stderr = float(value), float(math.sqrt(variance / n))
     return PriceResult(
-        price=estimate,
+        price=value,
         stderr=stderr,
-        ci95=(estimate - 1.96 * stderr, estimate + 1.96 * stderr),
-        paths=samples * per_sample,
+        ci95=(value - 1.96 * stderr, value + 1.96 * stderr),
+        paths=paths,
         seconds=seconds,
         control_beta=None if beta is None else float(beta),
         **greeks,

@@ -13,7 +13,7 @@ import numpy as np
 from hpc.rng import RandomStreams, device_functions
 from hpc.run import exact_sum, map_blocks
 
-from .engine import DEFAULT_BLOCK, PriceResult
+from .engine import DEFAULT_BLOCK, PriceResult, estimate
 from .instruments import European, Heston
 
 __all__ = ["price_heston"]
@@ -153,25 +153,5 @@ def price_heston(
         partial(_rows, block=int(block), args=args), nblocks, 5, executor, batch, comm, scheduler
     )
     seconds = time.perf_counter() - t0
-    sy, syy, sc, scc, syc = exact_sum(rows)
-    my = sy / n
-    var_y = max(syy - n * my * my, 0.0) / (n - 1)
-    estimate, variance, beta = my, var_y, None
-    if control_variate:
-        mc = sc / n
-        var_c = max(scc - n * mc * mc, 0.0) / (n - 1)
-        if var_c > 0:
-            cov = (syc - n * my * mc) / (n - 1)
-            beta = cov / var_c
-            estimate = my - beta * (mc - model.spot * math.exp(-model.dividend * option.maturity))
-            variance = max(var_y - cov * cov / var_c, 0.0)
-    stderr = math.sqrt(variance / n)
-    estimate = float(estimate)
-    return PriceResult(
-        estimate,
-        stderr,
-        (estimate - 1.96 * stderr, estimate + 1.96 * stderr),
-        n * per_sample,
-        seconds,
-        None if beta is None else float(beta),
-    )
+    control = model.spot * math.exp(-model.dividend * option.maturity) if control_variate else None
+    return estimate(exact_sum(rows), n, control, n * per_sample, seconds)
