@@ -214,6 +214,9 @@ class Checkpoint:
         tmp = self.directory / f".{final.name}.tmp-{token}"
         if rank == 0:
             self.directory.mkdir(parents=True, exist_ok=True)
+            # A single writer owns the directory: temporaries of crashed saves go before this
+            # one starts, so at most one (the save in flight) ever exists.
+            self._remove_temporaries(keep_token=token)
         comm.Barrier()
         datasets = {
             name: {"shape": list(decomp.global_shape), "dtype": np.dtype(a.dtype).str}
@@ -255,7 +258,7 @@ class Checkpoint:
                 _fsync_path(tmp)
                 os.replace(tmp, final)
                 _fsync_path(self.directory, directory=True)
-                self._prune(keep_token=token)
+                self._prune()
             except OSError as exc:
                 failure = f"could not commit the checkpoint: {exc}"
         failure = _agree(comm, failure)
@@ -263,8 +266,8 @@ class Checkpoint:
             raise StorageError(failure, path=str(final))
         return final
 
-    def _prune(self, keep_token: str) -> None:
-        """Rank 0: drop old checkpoints beyond ``keep`` and temporary files of crashed saves."""
+    def _remove_temporaries(self, keep_token: str) -> None:
+        """Rank 0: drop the temporary files of crashed saves (all but ``keep_token``'s)."""
         for entry in os.listdir(self.directory):
             if (
                 entry.startswith(f".{self.prefix}_")
@@ -272,6 +275,9 @@ class Checkpoint:
                 and keep_token not in entry
             ):
                 (self.directory / entry).unlink(missing_ok=True)
+
+    def _prune(self) -> None:
+        """Rank 0: drop the oldest complete checkpoints beyond ``keep``."""
         complete = [s for s in self._candidates() if self._is_complete(self.path_of(s))]
         for s in complete[: max(0, len(complete) - self.keep)]:
             self.path_of(s).unlink(missing_ok=True)
