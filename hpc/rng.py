@@ -9,7 +9,10 @@ Philox4x32-10 (Salmon, Moraes, Dror and Shaw, "Parallel random numbers: as easy 
 SC'11) maps a 128-bit counter and a 64-bit key to 128 random bits in 10 rounds of two 32x32-bit
 multiplications. Here the key is the 64-bit ``seed`` and the counter is ``(index low word,
 index high word, dimension // 2, stream)``: one call gives two 53-bit uniforms and, by the
-Box-Muller transform, two normals (dimensions ``2k`` and ``2k + 1``).
+Box-Muller transform, two normals (dimensions ``2k`` and ``2k + 1``). On the CPU the logarithm
+and the sine and cosine are :mod:`hpc.vmath`'s (about an ulp from libm, and vectorisable);
+the GPU uses its own libdevice functions, so CPU and GPU normals agree to rounding, not bit for
+bit.
 
 The bijection itself is one Python function compiled twice, by ``numba.njit`` for the CPU and
 ``numba.cuda.jit(device=True)`` for the GPU.
@@ -66,9 +69,18 @@ def _pair(index: Any, pair: Any, k0: Any, k1: Any, stream: Any, normal: bool) ->
     u1, u2 = _uniform_pair(c[0], c[1], c[2], c[3])
     if not normal:
         return u1, u2
-    radius = math.sqrt(-2.0 * math.log(u1))
-    angle = 2.0 * math.pi * u2
-    return radius * math.cos(angle), radius * math.sin(angle)
+    radius = math.sqrt(-2.0 * _log(u1))
+    sine, cosine = _sincos_turns(u2)
+    return radius * cosine, radius * sine
+
+
+_log = math.log  # on the CPU: hpc.vmath's, which vectorise across paths
+
+
+def _sincos_turns(u: float) -> tuple[float, float]:
+    """``sin`` and ``cos`` of ``2 pi u`` (the GPU's; the CPU uses :mod:`hpc.vmath`)."""
+    angle = 2.0 * math.pi * u
+    return math.sin(angle), math.cos(angle)
 
 
 def _variates(
@@ -104,14 +116,22 @@ def _cpu_kernels() -> dict[str, Any]:
     if not _cpu:
         from numba import njit, prange
 
+        from . import vmath
+
         rounds = njit(inline="always")(_philox_rounds)
         uniforms = njit(inline="always")(_uniform_pair)
-        g = dict(globals(), _philox_rounds=rounds, _uniform_pair=uniforms)
+        g = dict(
+            globals(),
+            _philox_rounds=rounds,
+            _uniform_pair=uniforms,
+            _log=vmath.log,
+            _sincos_turns=vmath.sincos_turns,
+        )
         pair = njit(inline="always")(_rebind(_pair, g))
         g["_pair"] = pair
         variates = njit(inline="always")(_rebind(_variates, g))
 
-        @njit(parallel=True)
+        @njit(parallel=True, error_model="numpy")
         def fill(out, first, k0, k1, stream, normal):  # type: ignore[no-untyped-def]
             for p in prange(out.shape[0]):
                 for j0 in range(0, out.shape[1], 2):
@@ -133,7 +153,8 @@ def _gpu_kernels() -> dict[str, Any]:
 
         rounds = cuda.jit(device=True)(_philox_rounds)
         uniforms = cuda.jit(device=True)(_uniform_pair)
-        g = dict(globals(), _philox_rounds=rounds, _uniform_pair=uniforms)
+        sincos = cuda.jit(device=True)(_sincos_turns)
+        g = dict(globals(), _philox_rounds=rounds, _uniform_pair=uniforms, _sincos_turns=sincos)
         pair = cuda.jit(device=True)(_rebind(_pair, g))
         g["_pair"] = pair
         variates = cuda.jit(device=True)(_rebind(_variates, g))

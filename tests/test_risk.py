@@ -506,3 +506,53 @@ def test_sobol_with_a_bridge_prices_within_its_randomised_error_and_beats_pseudo
     assert (again.price, again.stderr) == (q.price, q.stderr)
     with pytest.raises(ValueError, match="power of 2"):
         price(model, european, sampler="sobol", block=1000)
+
+
+@pytest.mark.parametrize("kind", ["european", "arithmetic", "geometric"])
+@pytest.mark.parametrize("antithetic", [False, True])
+def test_vector_kernel_equals_a_numpy_simulation_on_the_same_normals(kind, antithetic):
+    """All nine block sums, blocks not a multiple of the kernel's lane count, odd steps."""
+    from hpc.domains.risk import kernels
+
+    from hpc.rng import RandomStreams
+
+    rng = np.random.default_rng()
+    s0, vol, r, q, strike, t = 100.0, rng.uniform(0.1, 0.4), 0.03, 0.01, 98.0, 1.3
+    steps = 1 if kind == "european" else 7
+    block, nblocks, first = 100, 3, int(rng.integers(0, 1000))
+    seed = int(rng.integers(2**63))
+    dt = t / steps
+    code = {"european": kernels.EUROPEAN, "arithmetic": kernels.ARITHMETIC}
+    params = dict(
+        k0=seed & 0xFFFFFFFF, k1=seed >> 32, stream=3, log_s0=math.log(s0), s0=s0,
+        drift=(r - q - 0.5 * vol**2) * dt, vol=vol, dt=dt, steps=steps, strike=strike,
+        call=False, kind=code.get(kind, kernels.GEOMETRIC), discount=math.exp(-r * t),
+        barrier=0.0, up=False, knock_in=False, antithetic=antithetic,
+    )  # fmt: skip
+    got = kernels.block_sums(first, nblocks, block, params)
+
+    z = RandomStreams(seed, 3).normals(first * block, nblocks * block, steps)
+    dates = dt * np.arange(1, steps + 1)
+
+    def sample(z):
+        w = np.cumsum(math.sqrt(dt) * z, axis=1)
+        x = math.log(s0) + (r - q - 0.5 * vol**2) * dates + vol * w
+        s = np.exp(x)
+        geo = np.exp(x.mean(axis=1))
+        if kind == "european":
+            a, da = s[:, -1], s[:, -1] * (w[:, -1] - vol * t)
+        elif kind == "arithmetic":
+            a, da = s.mean(axis=1), (s * (w - vol * dates)).mean(axis=1)
+        else:
+            a, da = geo, geo * (w - vol * dates).mean(axis=1)
+        disc = math.exp(-r * t)
+        itm = a < strike
+        y = disc * np.maximum(strike - a, 0.0)
+        c = {"european": disc * a, "arithmetic": disc * np.maximum(strike - geo, 0.0)}
+        c = c.get(kind, 0.0 * a)
+        return np.stack([y, c, -disc * itm * a / s0, -disc * itm * da])
+
+    y, c, d, v = 0.5 * (sample(z) + sample(-z)) if antithetic else sample(z)
+    cols = [y, y * y, c, c * c, y * c, d, d * d, v, v * v]
+    want = np.stack([col.reshape(nblocks, block).sum(axis=1) for col in cols], axis=1)
+    np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12)
