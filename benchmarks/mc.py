@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``hpc bench mc``."""
     p.add_argument("--paths", type=float, default=1e6, help="Asian paths (1e6)")
     p.add_argument("--fixings", type=int, default=252, help="Asian fixings (252)")
-    p.add_argument("--european-paths", type=float, default=4e6, help="European paths (4e6)")
+    p.add_argument("--european-paths", type=float, default=2e7, help="European paths (2e7)")
     p.add_argument("--peer-fraction", type=float, default=0.05, help="QuantLib's share of paths")
     p.add_argument("--backend", default=None, help="auto, cpu or gpu")
 
@@ -95,8 +95,9 @@ def _case(args: argparse.Namespace, kind: str) -> dict[str, Any]:
         option = European(strike, maturity, "call")
         paths = int(args.european_paths)
     steps = option.steps
-    cores = comm.Get_size() * (1 if get_backend(args.backend).is_gpu else numba.get_num_threads())
-    kw = dict(antithetic=True, control_variate=False, executor="mpi")
+    gpu = get_backend(args.backend).is_gpu
+    cores = comm.Get_size() * (1 if gpu else numba.get_num_threads())
+    kw = dict(antithetic=True, control_variate=False, executor="mpi", backend=args.backend)
     price(model, option, paths=4 * 4096, seed=1, **kw)  # compile
     comm.Barrier()
     t0 = time.perf_counter()
@@ -116,6 +117,10 @@ def _case(args: argparse.Namespace, kind: str) -> dict[str, Any]:
         "peers": {},
         "ratio": {},
     }
+    if gpu:  # the same samples on the CPU: the prices must agree to rounding
+        cpu = price(model, option, paths=paths, seed=7, **{**kw, "backend": "cpu"})
+        record["ours"]["cpu_price"] = cpu.price
+        record["ours"]["gpu_minus_cpu_in_stderr"] = (ours.price - cpu.price) / ours.stderr
     peer = None
     if comm.rank == 0:
         samples = max(1000, int(paths * args.peer_fraction) // 2)  # antithetic pairs

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from .jit import rebind_globals
+
 __all__ = ["RandomStreams", "philox4x32", "device_functions", "MAX_STREAMS"]
 
 MAX_STREAMS = 2**32
@@ -94,11 +96,6 @@ def _variates(
         out[p, j0 + 1] = v2
 
 
-def _rebind(fn: Any, names: dict[str, Any]) -> Any:
-    """``fn`` with its globals replaced: calls resolve to the compiled versions in ``names``."""
-    return type(fn)(fn.__code__, names, fn.__name__, fn.__defaults__)
-
-
 def device_functions(target: str = "cpu") -> dict[str, Any]:
     """Compiled building blocks for kernels that draw their own variates (no arrays of
     random numbers in memory): ``pair(index, pair, k0, k1, stream, normal)`` gives variates
@@ -120,16 +117,14 @@ def _cpu_kernels() -> dict[str, Any]:
 
         rounds = njit(inline="always")(_philox_rounds)
         uniforms = njit(inline="always")(_uniform_pair)
-        g = dict(
-            globals(),
-            _philox_rounds=rounds,
-            _uniform_pair=uniforms,
-            _log=vmath.log,
-            _sincos_turns=vmath.sincos_turns,
-        )
-        pair = njit(inline="always")(_rebind(_pair, g))
-        g["_pair"] = pair
-        variates = njit(inline="always")(_rebind(_variates, g))
+        g = {
+            "_philox_rounds": rounds,
+            "_uniform_pair": uniforms,
+            "_log": vmath.log,
+            "_sincos_turns": vmath.sincos_turns,
+        }
+        pair = njit(inline="always")(rebind_globals(_pair, **g))
+        variates = njit(inline="always")(rebind_globals(_variates, _pair=pair))
 
         @njit(parallel=True, error_model="numpy")
         def fill(out, first, k0, k1, stream, normal):  # type: ignore[no-untyped-def]
@@ -154,10 +149,9 @@ def _gpu_kernels() -> dict[str, Any]:
         rounds = cuda.jit(device=True)(_philox_rounds)
         uniforms = cuda.jit(device=True)(_uniform_pair)
         sincos = cuda.jit(device=True)(_sincos_turns)
-        g = dict(globals(), _philox_rounds=rounds, _uniform_pair=uniforms, _sincos_turns=sincos)
-        pair = cuda.jit(device=True)(_rebind(_pair, g))
-        g["_pair"] = pair
-        variates = cuda.jit(device=True)(_rebind(_variates, g))
+        g = {"_philox_rounds": rounds, "_uniform_pair": uniforms, "_sincos_turns": sincos}
+        pair = cuda.jit(device=True)(rebind_globals(_pair, **g))
+        variates = cuda.jit(device=True)(rebind_globals(_variates, _pair=pair))
 
         @cuda.jit
         def fill(out, first, k0, k1, stream, normal):  # type: ignore[no-untyped-def]

@@ -41,4 +41,8 @@ timeout 240 $PY -m hpc cfd cavity --n 64 --re 100 --backend gpu --check-every 50
   | tee -a "$LOG"
 timeout 240 $PY -m hpc bench lbm --json --backend gpu --no-lbmpy --size3d 256 2>&1 | tail -1 \
   | tee -a "$LOG"
+
+step "Monte Carlo on the GPU: hpc bench mc (GPU vs CPU price on the same samples, QuantLib if installed)"
+timeout 240 $PY -m hpc bench mc --json --backend gpu --paths 2e7 --european-paths 2e8 \
+  --peer-fraction 0.0005 2>&1 | tail -1 | tee -a "$LOG"
 exit $status

@@ -556,3 +556,26 @@ def test_vector_kernel_equals_a_numpy_simulation_on_the_same_normals(kind, antit
     cols = [y, y * y, c, c * c, y * c, d, d * d, v, v * v]
     want = np.stack([col.reshape(nblocks, block).sum(axis=1) for col in cols], axis=1)
     np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.cudasim
+def test_gpu_path_kernels_under_the_simulator_equal_the_cpu_kernels():
+    from tests.conftest import run_cudasim
+
+    run_cudasim("check_risk_cudasim.py", timeout=400)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "option", [European(95, 1.0, "put"), AsianArithmetic(100, 1.0, "call", 64)]
+)
+def test_gpu_price_equals_the_cpu_price_on_the_same_samples(option):
+    model = GBM(spot=100, vol=0.25, rate=0.03, dividend=0.01)
+    gpu = price(model, option, paths=2_000_000, seed=11, backend="gpu")
+    cpu = price(model, option, paths=2_000_000, seed=11, backend="cpu")
+    # libdevice against hpc.vmath: the same samples up to rounding, far inside one stderr
+    assert gpu.price == pytest.approx(cpu.price, rel=1e-10)
+    assert gpu.stderr == pytest.approx(cpu.stderr, rel=1e-8)
+    assert gpu.delta == pytest.approx(cpu.delta, rel=1e-9)
+    again = price(model, option, paths=2_000_000, seed=11, backend="gpu", batch=3)
+    assert again.price == gpu.price  # bitwise reproducible on the device, any batching

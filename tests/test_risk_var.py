@@ -180,3 +180,29 @@ def test_a_bad_book_names_the_file_and_the_field(tmp_path):
     with pytest.raises(PortfolioError, match=r"positions\[0\]\.option: strike=-1") as info:
         load_book(path)
     assert str(path) in str(info.value)
+
+
+def test_blockwise_tails_equal_the_tail_of_all_scenarios_at_once():
+    """Several scenario blocks (each keeping only its tail) give the tail of the whole sample."""
+    from hpc.rng import RandomStreams
+
+    rng = np.random.default_rng()
+    corr = np.array([[1.0, 0.5], [0.5, 1.0]])
+    market = Market([100.0, 40.0], [0.3, 0.2], corr, rate=0.02)
+    book = [Position(0, -4.0, European(95.0, 0.3, "put")), Position(1, 2.0)]
+    n, seed, h = 200_003, int(rng.integers(2**63)), 5 / 250
+    res = monte_carlo_var(market, book, h, n, seed, var_level=0.99, es_level=0.95)
+    assert n > 1 << 16  # more than one block
+    z = RandomStreams(seed).normals(0, n, 2) @ market.loading.T
+    drift = (market.rate - market.dividends - 0.5 * market.vols**2) * h
+    spots = market.spots * np.exp(drift + market.vols * math.sqrt(h) * z)
+    # the put revalued by Black-Scholes with SciPy's normal CDF (independent of _bs_value)
+    d1 = (np.log(spots[:, 0] / 95.0) + (0.02 + 0.045) * (0.3 - h)) / (0.3 * math.sqrt(0.3 - h))
+    d2 = d1 - 0.3 * math.sqrt(0.3 - h)
+    put = 95.0 * math.exp(-0.02 * (0.3 - h)) * stats.norm.cdf(-d2) - spots[:, 0] * stats.norm.cdf(
+        -d1
+    )
+    value = -4.0 * put + 2.0 * spots[:, 1]
+    var, es = tail_risk(value - res.value, 0.99, 0.95)
+    assert res.var == pytest.approx(var, rel=1e-10)
+    assert res.es == pytest.approx(es, rel=1e-10)

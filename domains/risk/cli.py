@@ -148,7 +148,16 @@ def _var(args: argparse.Namespace) -> int:
     horizon = args.horizon_days / 250.0
     levels = dict(var_level=args.var_level, es_level=args.es_level)
     if args.method == "mc":
-        res = monte_carlo_var(market, positions, horizon, int(args.scenarios), args.seed, **levels)
+        res = monte_carlo_var(
+            market,
+            positions,
+            horizon,
+            int(args.scenarios),
+            args.seed,
+            executor="mpi",
+            comm=comm,
+            **levels,
+        )
     else:
         if not args.returns or ":" not in args.returns:
             if comm.rank == 0:

@@ -81,8 +81,13 @@ def price(
     scheduler: Any = None,
     sampler: str = "pseudo",
     replicates: int = 16,
+    backend: Any = None,
 ) -> PriceResult:
     """Price ``option`` under ``model`` by Monte Carlo (collective for ``executor="mpi"``).
+
+    ``backend``: ``"gpu"`` runs European and Asian paths on the GPU (numba.cuda; barriers stay
+    on the CPU); default: ``HPC_BACKEND`` / the CPU. GPU and CPU prices agree to rounding
+    (libdevice against :mod:`hpc.vmath`), each bitwise reproducible on its own.
 
     ``sampler="sobol"``: scrambled Sobol points through a Brownian bridge, ``replicates``
     independent scramblings giving the standard error (European and Asian options; no
@@ -138,7 +143,10 @@ def price(
         )
     if sampler != "pseudo":
         raise ValueError(f"sampler={sampler!r}: expected 'pseudo' or 'sobol'")
-    fn = partial(_rows, block=block, params=params)
+    from hpc.backend import get_backend
+
+    gpu = get_backend(backend).is_gpu and not barrier
+    fn = partial(_rows, block=block, params=params, gpu=gpu)
     t0 = time.perf_counter()
     rows = map_blocks(fn, nblocks, kernels.WIDTH, executor, batch, comm, scheduler)
     seconds = time.perf_counter() - t0
@@ -194,8 +202,8 @@ def estimate(
     )
 
 
-def _rows(first: int, count: int, block: int, params: dict[str, Any]) -> Any:
-    return kernels.block_sums(first, count, block, params)
+def _rows(first: int, count: int, block: int, params: dict[str, Any], gpu: bool) -> Any:
+    return kernels.block_sums(first, count, block, params, gpu)
 
 
 def _sobol_payoff(w: Any, spec: dict[str, Any]) -> Any:

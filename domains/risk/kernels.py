@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from hpc.jit import rebind_globals
 from hpc.rng import device_functions
 
 __all__ = ["block_sums", "EUROPEAN", "ARITHMETIC", "GEOMETRIC", "BARRIER", "COLUMNS", "WIDTH"]
@@ -191,71 +192,152 @@ def _make_barrier() -> Any:
     return sums
 
 
-LANES = 64  # paths advanced together: one vector loop per time step
+LANES = 64  # CPU: paths advanced together, one vector loop per time step
+STATE = 12  # per path: x, w, sum S, sum ln S, their vol derivatives; again for its partner
+
+
+# --- one description of a path, compiled for the CPU and the GPU ----------------------------
+# ``_KIND``, ``_ASIAN``, ``_exp``, ``_pair`` are rebound per target and payoff (hpc.jit).
+_KIND, _ASIAN = EUROPEAN, False
+
+
+def _exp(x: float) -> float:
+    return math.exp(x)
+
+
+def _pair(index: Any, pair: Any, k0: Any, k1: Any, stream: Any, normal: bool) -> tuple:
+    raise NotImplementedError  # rebound to hpc.rng's compiled pair
+
+
+def _advance(
+    st: Any, r: int, i: int, z: float, drift: float, vsd: float, sqdt: float, vt: float
+) -> None:  # noqa: E501
+    """One time step of the path whose state is ``st[r:r + 6, i]`` (``vt``: vol x date)."""
+    x = st[r, i] + (drift + vsd * z)
+    w = st[r + 1, i] + sqdt * z
+    st[r, i] = x
+    st[r + 1, i] = w
+    if _ASIAN:
+        s = _exp(x)
+        st[r + 2, i] += s  # sum of S
+        st[r + 3, i] += x  # sum of ln S
+        st[r + 4, i] += s * (w - vt)  # its vol derivative
+        st[r + 5, i] += w - vt
+
+
+def _two_steps(
+    st: Any,
+    i: int,
+    p: Any,
+    j: int,
+    k0: Any,
+    k1: Any,
+    stream: Any,
+    drift: float,
+    vol: float,
+    dt: float,
+    steps: int,
+    antithetic: bool,
+) -> None:  # noqa: E501
+    """Steps ``j`` and ``j + 1`` (if any) of path ``p`` and its antithetic partner: one pair
+    of normals, dimensions ``j`` and ``j + 1`` of the path's stream."""
+    sqdt = math.sqrt(dt)
+    vsd = vol * sqdt
+    vt1 = vol * (j + 1) * dt
+    vt2 = vol * (j + 2) * dt
+    z1, z2 = _pair(p, np.uint64(j // 2), k0, k1, stream, True)
+    _advance(st, 0, i, z1, drift, vsd, sqdt, vt1)
+    if j + 1 < steps:
+        _advance(st, 0, i, z2, drift, vsd, sqdt, vt2)
+    if antithetic:
+        _advance(st, 6, i, -z1, drift, vsd, sqdt, vt1)
+        if j + 1 < steps:
+            _advance(st, 6, i, -z2, drift, vsd, sqdt, vt2)
+
+
+def _payoff(
+    st: Any,
+    r: int,
+    i: int,
+    steps: int,
+    strike: float,
+    call: bool,
+    s0: float,
+    vol: float,
+    t: float,
+    discount: float,
+) -> tuple:  # noqa: E501
+    """(y, c, delta, vega) of the finished path ``st[r:r + 6, i]``."""
+    x, w, ar, ge, dar, dge = (
+        st[r, i], st[r + 1, i], st[r + 2, i], st[r + 3, i], st[r + 4, i], st[r + 5, i]
+    )  # fmt: skip
+    if _KIND == EUROPEAN:
+        a = _exp(x)
+        da = a * (w - vol * t)
+    elif _KIND == ARITHMETIC:
+        a = ar / steps
+        da = dar / steps
+    else:
+        a = _exp(ge / steps)
+        da = a * dge / steps
+    itm = a > strike if call else a < strike
+    y = discount * ((a - strike) if call else (strike - a)) if itm else 0.0
+    slope = (discount if call else -discount) if itm else 0.0
+    if _KIND == ARITHMETIC:  # control: the geometric Asian
+        g = _exp(ge / steps)
+        gi = g > strike if call else g < strike
+        c = discount * ((g - strike) if call else (strike - g)) if gi else 0.0
+    elif _KIND == GEOMETRIC:
+        c = 0.0
+    else:
+        c = discount * a
+    return y, c, slope * a / s0, slope * da
+
+
+def _finish(
+    st: Any,
+    i: int,
+    steps: int,
+    strike: float,
+    call: bool,
+    s0: float,
+    vol: float,
+    t: float,
+    discount: float,
+    antithetic: bool,
+) -> None:  # noqa: E501
+    """The sample's (y, c, delta, vega), averaged over the antithetic pair, into rows 0..3."""
+    y, c, d, v = _payoff(st, 0, i, steps, strike, call, s0, vol, t, discount)
+    if antithetic:
+        ya, ca, da, va = _payoff(st, 6, i, steps, strike, call, s0, vol, t, discount)
+        y, c, d, v = 0.5 * (y + ya), 0.5 * (c + ca), 0.5 * (d + da), 0.5 * (v + va)
+    st[0, i], st[1, i], st[2, i], st[3, i] = y, c, d, v
+
+
+def _path_functions(kind: int, jit: Any, exp: Any, pair: Any) -> tuple[Any, Any]:
+    """``(two_steps, finish)`` for ``kind``, compiled by ``jit`` with ``exp`` and ``pair``."""
+    names = {"_KIND": kind, "_ASIAN": kind in (ARITHMETIC, GEOMETRIC), "_exp": exp}
+    advance = jit(rebind_globals(_advance, **names))
+    payoff = jit(rebind_globals(_payoff, **names))
+    two_steps = jit(rebind_globals(_two_steps, _advance=advance, _pair=pair))
+    finish = jit(rebind_globals(_finish, _payoff=payoff))
+    return two_steps, finish
 
 
 def _make_lanes(kind: int) -> Any:
-    """The vectorised kernel for European and Asian payoffs (``kind`` fixed at compile time).
+    """The CPU kernel for European and Asian payoffs (``kind`` fixed at compile time).
 
     Paths of a block advance ``LANES`` at a time, each time step one loop over lanes with no
-    calls (Philox, :mod:`hpc.vmath` exp/log/sincos inline), which LLVM vectorises. Per path the
-    arithmetic is the scalar kernel's, so the result is independent of ``LANES``.
+    calls (Philox, :mod:`hpc.vmath` exp/log/sincos inline), which LLVM vectorises. Samples are
+    summed in path order, so the result does not depend on ``LANES``.
     """
     from numba import njit, prange
 
     from hpc import vmath
 
-    pair = device_functions("cpu")["pair"]
-    accumulate = _accumulator()
-    vexp = vmath.exp
-    asian = kind == ARITHMETIC or kind == GEOMETRIC
-
-    @njit(inline="always")
-    def advance(st, r, i, z, drift, vsd, sqdt, vt):  # type: ignore[no-untyped-def]
-        """One time step of the path whose state is ``st[r:r + 6, i]`` (``vt``: vol x date)."""
-        x = st[r, i] + (drift + vsd * z)
-        w = st[r + 1, i] + sqdt * z
-        st[r, i] = x
-        st[r + 1, i] = w
-        if asian:
-            s = vexp(x)
-            st[r + 2, i] += s  # sum of S
-            st[r + 3, i] += x  # sum of ln S
-            st[r + 4, i] += s * (w - vt)  # its vol derivative
-            st[r + 5, i] += w - vt
-
-    @njit(inline="always")
-    def payoff(st, r, i, steps, strike, call, s0, vol, t, discount):  # type: ignore[no-untyped-def]
-        """(y, c, delta, vega) of the finished path ``st[r:r + 6, i]``."""
-        x, w, ar, ge, dar, dge = (
-            st[r, i],
-            st[r + 1, i],
-            st[r + 2, i],
-            st[r + 3, i],
-            st[r + 4, i],
-            st[r + 5, i],
-        )
-        if kind == EUROPEAN:
-            a = vexp(x)
-            da = a * (w - vol * t)
-        elif kind == ARITHMETIC:
-            a = ar / steps
-            da = dar / steps
-        else:
-            a = vexp(ge / steps)
-            da = a * dge / steps
-        itm = a > strike if call else a < strike
-        y = discount * ((a - strike) if call else (strike - a)) if itm else 0.0
-        slope = (discount if call else -discount) if itm else 0.0
-        if kind == ARITHMETIC:  # control: the geometric Asian
-            g = vexp(ge / steps)
-            gi = g > strike if call else g < strike
-            c = discount * ((g - strike) if call else (strike - g)) if gi else 0.0
-        elif kind == GEOMETRIC:
-            c = 0.0
-        else:
-            c = discount * a
-        return y, c, slope * a / s0, slope * da
+    inline = njit(inline="always")
+    two_steps, finish = _path_functions(kind, inline, vmath.exp, device_functions("cpu")["pair"])
+    accumulate = inline(_accumulate)
 
     @njit(parallel=True, nogil=True, error_model="numpy")
     def sums(
@@ -276,14 +358,9 @@ def _make_lanes(kind: int) -> Any:
         discount,
         antithetic,
     ):  # type: ignore[no-untyped-def]
-        sqdt = math.sqrt(dt)
-        vsd = vol * sqdt
-        t_end = steps * dt
         for b in prange(out.shape[0]):
             acc = np.zeros(WIDTH)
-            # per-lane state (x, w, sum S, sum ln S and their vol derivatives) of the path
-            # (rows 0..5) and of its antithetic partner (rows 6..11)
-            st = np.zeros((12, LANES))
+            st = np.zeros((STATE, LANES))
             base = np.uint64(first_block + b) * np.uint64(block)
             for c0 in range(0, block, LANES):
                 n = min(LANES, block - c0)
@@ -291,28 +368,12 @@ def _make_lanes(kind: int) -> Any:
                 st[0, :] = log_s0
                 st[6, :] = log_s0
                 for j in range(0, steps, 2):
-                    vt1 = vol * (j + 1) * dt
-                    vt2 = vol * (j + 2) * dt
-                    second = j + 1 < steps
                     for i in range(n):  # the vector loop
                         p = base + np.uint64(c0 + i)
-                        z1, z2 = pair(p, np.uint64(j // 2), k0, k1, stream, True)
-                        advance(st, 0, i, z1, drift, vsd, sqdt, vt1)
-                        if second:
-                            advance(st, 0, i, z2, drift, vsd, sqdt, vt2)
-                        if antithetic:
-                            advance(st, 6, i, -z1, drift, vsd, sqdt, vt1)
-                            if second:
-                                advance(st, 6, i, -z2, drift, vsd, sqdt, vt2)
-                for i in range(n):  # payoffs, vectorised, into rows 0..3
-                    y, c, d, v = payoff(st, 0, i, steps, strike, call, s0, vol, t_end, discount)
-                    if antithetic:
-                        ya, ca, da, va = payoff(
-                            st, 6, i, steps, strike, call, s0, vol, t_end, discount
-                        )
-                        y, c, d, v = 0.5 * (y + ya), 0.5 * (c + ca), 0.5 * (d + da), 0.5 * (v + va)
-                    st[0, i], st[1, i], st[2, i], st[3, i] = y, c, d, v
-                for i in range(n):  # in path order: the block's sums do not depend on LANES
+                        two_steps(st, i, p, j, k0, k1, stream, drift, vol, dt, steps, antithetic)
+                for i in range(n):  # vectorised too
+                    finish(st, i, steps, strike, call, s0, vol, steps * dt, discount, antithetic)
+                for i in range(n):  # in path order
                     accumulate(acc, st[0, i], st[1, i], st[2, i], st[3, i])
             for k in range(WIDTH):
                 out[b, k] = acc[k]
@@ -320,17 +381,92 @@ def _make_lanes(kind: int) -> Any:
     return sums
 
 
-def block_sums(first: int, count: int, block: int, params: dict[str, Any]) -> np.ndarray:
-    """Rows of blocks ``first .. first + count - 1`` (``block`` samples each)."""
-    p = params
-    kind = p["kind"]
-    if kind not in _compiled:
-        _compiled[kind] = _make_barrier() if kind == BARRIER else _make_lanes(kind)
-    out = np.empty((count, WIDTH))
-    args = [
-        out,
+def _make_gpu(kind: int) -> tuple[Any, Any]:
+    """The GPU kernels: one thread per sample writing its (y, c, delta, vega), then one thread
+    per block summing them in path order (deterministic, the CPU's order)."""
+    global cuda  # a module-level name: the CUDA simulator swaps the kernel's global ``cuda``
+    from numba import cuda, float64
+
+    device = cuda.jit(device=True)
+    two_steps, finish = _path_functions(kind, device, device(_exp), device_functions("gpu")["pair"])
+    accumulate = device(_accumulate)
+
+    @cuda.jit
+    def samples(
+        values,
         first,
-        block,
+        k0,
+        k1,
+        stream,
+        log_s0,
+        s0,
+        drift,
+        vol,
+        dt,
+        steps,
+        strike,
+        call,
+        discount,
+        antithetic,
+    ):  # type: ignore[no-untyped-def]
+        i = cuda.grid(1)
+        if i < values.shape[1]:
+            st = cuda.local.array((STATE, 1), float64)
+            for r in range(STATE):
+                st[r, 0] = 0.0
+            st[0, 0] = log_s0
+            st[6, 0] = log_s0
+            p = first + np.uint64(i)
+            for j in range(0, steps, 2):
+                two_steps(st, 0, p, j, k0, k1, stream, drift, vol, dt, steps, antithetic)
+            finish(st, 0, steps, strike, call, s0, vol, steps * dt, discount, antithetic)
+            for r in range(4):
+                values[r, i] = st[r, 0]
+
+    @cuda.jit
+    def block_totals(out, values, block):  # type: ignore[no-untyped-def]
+        b = cuda.grid(1)
+        if b < out.shape[0]:
+            acc = cuda.local.array(WIDTH, float64)
+            for k in range(WIDTH):
+                acc[k] = 0.0
+            for i in range(b * block, (b + 1) * block):
+                accumulate(acc, values[0, i], values[1, i], values[2, i], values[3, i])
+            for k in range(WIDTH):
+                out[b, k] = acc[k]
+
+    return samples, block_totals
+
+
+def _gpu_block_sums(
+    first: int, count: int, block: int, p: dict[str, Any], xp: Any = None
+) -> np.ndarray:
+    """:func:`block_sums` on the GPU, in launches of at most about 2**22 samples (``xp``:
+    the device array module, CuPy; NumPy under the CUDA simulator)."""
+    if xp is None:
+        import cupy as xp
+
+    key = ("gpu", p["kind"])
+    if key not in _compiled:
+        _compiled[key] = _make_gpu(p["kind"])
+    samples, block_totals = _compiled[key]
+    per_launch = max(1, (1 << 22) // block)
+    out = xp.empty((count, WIDTH))
+    values = xp.empty((4, min(count, per_launch) * block))
+    threads = 128
+    for b0 in range(0, count, per_launch):
+        nb = min(per_launch, count - b0)
+        n = nb * block
+        samples[(n + threads - 1) // threads, threads](
+            values, np.uint64((first + b0) * block), *_scalars(p)
+        )
+        block_totals[(nb + threads - 1) // threads, threads](out[b0 : b0 + nb], values, block)
+    return out.get() if hasattr(out, "get") else out
+
+
+def _scalars(p: dict[str, Any]) -> list[Any]:
+    """The kernels' scalar arguments after the output and position, in order."""
+    return [
         np.uint64(p["k0"]),
         np.uint64(p["k1"]),
         np.uint64(p["stream"]),
@@ -345,6 +481,21 @@ def block_sums(first: int, count: int, block: int, params: dict[str, Any]) -> np
         p["discount"],
         p["antithetic"],
     ]
+
+
+def block_sums(
+    first: int, count: int, block: int, params: dict[str, Any], gpu: bool = False
+) -> np.ndarray:
+    """Rows of blocks ``first .. first + count - 1`` (``block`` samples each), on the CPU or,
+    for European and Asian payoffs, the GPU (the rows come back to the host either way)."""
+    p = params
+    kind = p["kind"]
+    if gpu and kind != BARRIER:
+        return _gpu_block_sums(first, count, block, p)
+    if kind not in _compiled:
+        _compiled[kind] = _make_barrier() if kind == BARRIER else _make_lanes(kind)
+    out = np.empty((count, WIDTH))
+    args = [out, first, block, *_scalars(p)]
     if kind == BARRIER:
         args += [p["barrier"], p["up"], p["knock_in"]]
     _compiled[kind](*args)

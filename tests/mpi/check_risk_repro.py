@@ -1,13 +1,16 @@
-"""Run under mpirun: Monte Carlo prices on this rank count, several batch sizes, are bitwise
-the single-process price."""
+"""Run under mpirun: Monte Carlo prices and VaR/ES on this rank count, several batch sizes,
+are bitwise the single-process results."""
 
 from __future__ import annotations
 
 import sys
 
-from hpc.domains.risk import GBM, AsianArithmetic, European, price
+from hpc.domains.risk import GBM, AsianArithmetic, European, Market, Position, price
+from hpc.domains.risk.var import monte_carlo_var
 
 from hpc.comm import world
+
+CORR = [[1.0, 0.6, 0.3], [0.6, 1.0, 0.4], [0.3, 0.4, 1.0]]
 
 
 def main() -> int:
@@ -27,6 +30,14 @@ def main() -> int:
                 ref,
             )
             checked += 1
+    market = Market([100.0, 50.0, 80.0], [0.2, 0.35, 0.25], CORR, rate=0.02)
+    book = [Position(0, 10.0), Position(1, -5.0, European(55.0, 0.5, "call")), Position(2, 3.0)]
+    kw = dict(horizon=10 / 250, scenarios=300_001, seed=3)
+    ref = monte_carlo_var(market, book, **kw, executor="local")
+    for batch in (None, 2):
+        got = monte_carlo_var(market, book, **kw, executor="mpi", batch=batch)
+        assert (got.var, got.es) == (ref.var, ref.es), (batch, got, ref)
+        checked += 1
     if comm.rank == 0:
         print(f"risk: {checked} prices on {comm.size} ranks bitwise equal to one process")
     return 0
