@@ -64,7 +64,7 @@ def _describe_local(columns: Mapping[str, Any]) -> tuple[list[tuple[str, str, st
     return spec, None
 
 
-def _allgather_strings(comm: Any, words: list[str]) -> list[str]:
+def allgather_strings(comm: Any, words: list[str]) -> list[str]:
     """Every rank's strings, on every rank, as UTF-8 bytes through buffer-based calls."""
     encoded = [w.encode("utf-8") for w in words]
     lengths = np.array([len(b) for b in encoded], dtype=np.int64)
@@ -150,7 +150,7 @@ def write_table(path_or_group: Any, name: str, columns: Mapping[str, Any], comm:
         dictionary, unit = None, None
         if kind == "string":
             local_words = sorted(set(values.astype(str).tolist()))
-            dictionary = sorted(set(_allgather_strings(comm, local_words)))
+            dictionary = sorted(set(allgather_strings(comm, local_words)))
             lookup = np.array(dictionary, dtype=str) if dictionary else np.array([], dtype=str)
             values = np.searchsorted(lookup, values.astype(str)).astype(np.int32)
         elif kind == "datetime":

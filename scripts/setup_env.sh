@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-EXTRAS=${EXTRAS:-test,bench,dask,notebooks}
+EXTRAS=${EXTRAS:-test,bench,dask,notebooks,sql}
 log() { printf '[setup] %s\n' "$*"; }
 
 # 1. MPI and parallel HDF5: use what the site provides (modules, MPICC, HDF5_DIR), else Debian's.

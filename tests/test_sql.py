@@ -1,0 +1,133 @@
+"""SQL foundations: Arrow/pandas round trips, the per-rank Parquet reader, and the hash join
+against DuckDB on random tables (duplicate, missing, skewed and null keys, empty inputs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+duckdb = pytest.importorskip("duckdb")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from hpc.domains.sql import Table, hash_join, read_parquet  # noqa: E402
+
+from tests.conftest import MPI_DIR, run_mpi  # noqa: E402
+
+
+def _keys(draw, n, universe, skew):
+    keys = draw(st.lists(st.integers(-universe, universe), min_size=n, max_size=n))
+    keys = np.array(keys, dtype=np.int64)
+    if skew and n:
+        keys[: (3 * n) // 4] = keys[0]  # one heavy hitter
+    nulls = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    return keys, nulls
+
+
+@st.composite
+def two_tables(draw):
+    n, m = draw(st.integers(0, 60)), draw(st.integers(0, 60))
+    universe = draw(st.sampled_from([3, 20, 2**62]))
+    skew = draw(st.booleans())
+    with_nulls = draw(st.booleans())
+    a, an = _keys(draw, n, universe, skew)
+    b, bn = _keys(draw, m, universe, skew)
+    if not with_nulls:
+        an[:], bn[:] = False, False
+    return a, an, b, bn
+
+
+def _duck(a, an, b, bn, how):
+    con = duckdb.connect()
+    left = pa.table({"k": pa.array(a, mask=an), "i": np.arange(len(a))})
+    right = pa.table({"k": pa.array(b, mask=bn), "j": np.arange(len(b))})
+    con.register("l", left)
+    con.register("r", right)
+    sql = {
+        "inner": "select i, j from l join r on l.k = r.k",
+        "left": "select i, coalesce(j, -1) from l left join r on l.k = r.k",
+        "semi": "select i, -1 from l where exists (select 1 from r where r.k = l.k)",
+        "anti": "select i, -1 from l where not exists (select 1 from r where r.k = l.k)",
+    }[how]
+    rows = con.execute(sql).fetchall()
+    return sorted((int(x), int(y)) for x, y in rows)
+
+
+@pytest.mark.parametrize("how", ["inner", "left", "semi", "anti"])
+@settings(max_examples=60, deadline=None)
+@given(data=two_tables())
+def test_hash_join_equals_duckdb(how, data):
+    a, an, b, bn = data
+    left, right = hash_join(a, b, how, probe_valid=~an, build_valid=~bn)
+    got = list(zip(left.tolist(), right.tolist(), strict=True))
+    assert got == sorted(got), "pairs ordered by probe row, then build row"
+    assert sorted(got) == _duck(a, an, b, bn, how)
+
+
+def test_large_join_with_many_duplicates_equals_a_sort_merge_reference():
+    rng = np.random.default_rng()
+    a = rng.integers(0, 5000, 300_000)
+    b = rng.integers(0, 20_000, 50_000)
+    left, right = hash_join(a, b)
+    assert np.array_equal(a[left], b[right])
+    # the match count per probe key equals the build multiplicity of that key
+    mult = np.bincount(b, minlength=20_000)
+    assert len(left) == int(mult[a].sum())
+
+
+def test_bad_join_input_is_refused():
+    with pytest.raises(ValueError, match="how"):
+        hash_join(np.arange(3), np.arange(3), "outer")
+    with pytest.raises(TypeError, match="probe keys"):
+        hash_join(np.linspace(0, 1, 3), np.arange(3))
+
+
+def test_arrow_and_pandas_round_trips_keep_values_types_and_nulls():
+    import datetime as dt
+
+    src = pa.table(
+        {
+            "i": pa.array([5, None, -3], type=pa.int64()),
+            "x": pa.array([1.5, 2.5, None]),
+            "s": pa.array(["pear", None, "apple"]),
+            "d": pa.array([dt.date(1995, 3, 15), dt.date(1970, 1, 1), None]),
+            "m": pa.array([1, 2, 3], type=pa.decimal128(15, 2)),
+        }
+    )
+    t = Table.from_arrow(src)
+    assert t["s"].dictionary.tolist() == ["", "apple", "pear"]  # sorted: codes order strings
+    assert (
+        t["d"].kind == "date"
+        and t["d"].values[0] == (dt.date(1995, 3, 15) - dt.date(1970, 1, 1)).days
+    )
+    back = t.to_arrow()
+    for name in ("i", "x", "s", "d"):
+        assert back.column(name).to_pylist() == src.column(name).to_pylist(), name
+    assert back.column("m").to_pylist() == [1.0, 2.0, 3.0]  # decimals become float64
+    frame = t.to_pandas()
+    again = Table.from_pandas(frame)
+    assert again["x"].valid.tolist() == [True, True, False]
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("nranks", [1, 2, 3])
+def test_parquet_parts_cover_the_file_once_with_shared_dictionaries(tmp_path, nranks):
+    rng = np.random.default_rng()
+    n = 10_000
+    words = np.array(["ab", "c", "déjà", "zz", "m"], dtype=object)
+    src = pa.table({"k": np.arange(n), "s": words[rng.integers(0, 5, n)].tolist()})
+    for groups in (1, 7):
+        pq.write_table(src, tmp_path / f"t{groups}.parquet", row_group_size=-(-n // groups))
+    proc = run_mpi(nranks, [str(MPI_DIR / "check_sql_parquet.py"), str(tmp_path)], timeout=240)
+    assert f"on {nranks} ranks" in proc.stdout
+    # one process reads it whole
+    t = read_parquet(str(tmp_path / "t7.parquet"))
+    assert np.array_equal(t["k"].values, np.arange(n))
+    with pytest.raises(KeyError, match="no column"):
+        read_parquet(str(tmp_path / "t1.parquet"), columns=["nope"])
+    with pytest.raises(OSError, match="not a readable Parquet"):
+        (tmp_path / "bad.parquet").write_bytes(b"not parquet")
+        read_parquet(str(tmp_path / "bad.parquet"))
