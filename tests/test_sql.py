@@ -131,3 +131,50 @@ def test_parquet_parts_cover_the_file_once_with_shared_dictionaries(tmp_path, nr
     with pytest.raises(OSError, match="not a readable Parquet"):
         (tmp_path / "bad.parquet").write_bytes(b"not parquet")
         read_parquet(str(tmp_path / "bad.parquet"))
+
+
+@st.composite
+def grouped(draw):
+    n = draw(st.integers(0, 80))
+    ngroups = draw(st.sampled_from([1, 3, 50, 10**6]))
+    g1 = np.array(draw(st.lists(st.integers(0, ngroups), min_size=n, max_size=n)), dtype=np.int64)
+    g2 = np.array(draw(st.lists(st.integers(-2, 2), min_size=n, max_size=n)), dtype=np.int64)
+    x = np.array(draw(st.lists(st.integers(-5, 5), min_size=n, max_size=n)), dtype=np.float64)
+    null_g2 = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    null_x = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    return g1, g2, null_g2, x, null_x
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=grouped())
+def test_group_by_aggregates_equal_duckdb(data):
+    from hpc.domains.sql.aggregate import combine_ids, group_ids, reduce_groups
+
+    g1, g2, null_g2, x, null_x = data
+    keys = combine_ids([g1, g2], [None, ~null_g2])
+    ids, n, first = group_ids(keys)
+    got = {}
+    for op in ("sum", "count", "min", "max", "avg", "count_distinct"):
+        got[op] = reduce_groups(op, ids, n, x, ~null_x)
+    rows = []
+    for g in range(n):
+        r = first[g]
+        key = (int(g1[r]), None if null_g2[r] else int(g2[r]))
+        vals = []
+        for op in ("sum", "count", "min", "max", "avg", "count_distinct"):
+            v, ok = got[op]
+            vals.append(float(v[g]) if ok is None or ok[g] else None)
+        rows.append((key, tuple(vals)))
+    con = duckdb.connect()
+    con.register(
+        "t", pa.table({"g1": g1, "g2": pa.array(g2, mask=null_g2), "x": pa.array(x, mask=null_x)})
+    )
+    ref = con.execute(
+        "select g1, g2, sum(x), count(x), min(x), max(x), avg(x), count(distinct x) "
+        "from t group by g1, g2"
+    ).fetchall()
+    want = {(a, b): tuple(None if v is None else float(v) for v in rest) for a, b, *rest in ref}
+    assert len(rows) == len(want)
+    for key, vals in rows:
+        for v, w in zip(vals, want[key], strict=True):
+            assert (v is None and w is None) or v == pytest.approx(w, rel=1e-12), (key, vals)

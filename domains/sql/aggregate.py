@@ -1,0 +1,125 @@
+"""Group-by: keys to dense group ids (a numba hash table, groups numbered in order of first
+appearance), then segmented reductions over the ids (sum, count, min, max, mean, count
+distinct). Multi-column keys are combined pairwise into one int64 id before hashing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["group_ids", "combine_ids", "reduce_groups", "AGGREGATES"]
+
+AGGREGATES = ("sum", "count", "min", "max", "avg", "count_distinct")
+_kernels: dict[str, Any] = {}
+
+
+def _compile() -> dict[str, Any]:
+    from numba import njit
+
+    @njit(nogil=True)
+    def factorise(keys, capacity):  # type: ignore[no-untyped-def]
+        mask = capacity - 1
+        slot_key = np.zeros(capacity, dtype=np.int64)
+        slot_id = np.full(capacity, -1, dtype=np.int64)
+        ids = np.empty(keys.shape[0], dtype=np.int64)
+        n = 0
+        for i in range(keys.shape[0]):
+            k = keys[i]
+            h = np.uint64(k) * np.uint64(0x9E3779B97F4A7C15)
+            s = np.int64((h >> np.uint64(29)) & np.uint64(mask))
+            while slot_id[s] != -1 and slot_key[s] != k:
+                s = (s + 1) & mask
+            if slot_id[s] == -1:
+                slot_key[s] = k
+                slot_id[s] = n
+                n += 1
+            ids[i] = slot_id[s]
+        return ids, n
+
+    @njit(nogil=True)
+    def minmax(ids, values, valid, ngroups, want_max):  # type: ignore[no-untyped-def]
+        out = np.zeros(ngroups, dtype=values.dtype)
+        seen = np.zeros(ngroups, dtype=np.bool_)
+        for i in range(ids.shape[0]):
+            if valid[i]:
+                g = ids[i]
+                v = values[i]
+                if not seen[g] or (v > out[g] if want_max else v < out[g]):
+                    out[g] = v
+                    seen[g] = True
+        return out, seen
+
+    return {"factorise": factorise, "minmax": minmax}
+
+
+def group_ids(keys: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+    """``(ids, ngroups, first_rows)``: a dense id per row, ids in order of first appearance,
+    and the first row of each group (to read the group's key columns)."""
+    if not _kernels:
+        _kernels.update(_compile())
+    k = np.asarray(keys)
+    if np.issubdtype(k.dtype, np.floating):  # by value: bits of the float64, -0.0 as 0.0
+        k = (k.astype(np.float64) + 0.0).view(np.int64)
+    k = k.astype(np.int64, copy=False)
+    capacity = 1 << max(4, int(2 * max(len(k), 1) - 1).bit_length())
+    ids, n = _kernels["factorise"](k, capacity)
+    first = np.full(n, len(k), dtype=np.int64)
+    np.minimum.at(first, ids, np.arange(len(k)))
+    return ids, int(n), first
+
+
+def combine_ids(columns: list[np.ndarray], valids: list[np.ndarray | None]) -> np.ndarray:
+    """One int64 key per row for several key columns (a null is its own value, as SQL's
+    GROUP BY treats it): each column is factorised, then combined pairwise by
+    ``id_a * n_b + id_b`` and refactorised, so no product of cardinalities can overflow."""
+    combined = None
+    for col, valid in zip(columns, valids, strict=True):
+        ids, n, _ = group_ids(col)
+        if valid is not None:  # nulls: one extra id
+            ids = np.where(valid, ids, n)
+            n += 1
+        if combined is None:
+            combined = ids
+        else:
+            combined, _, _ = group_ids(combined * n + ids)
+    if combined is None:
+        raise ValueError("no key columns")
+    return combined
+
+
+def reduce_groups(
+    op: str, ids: np.ndarray, ngroups: int, values: np.ndarray | None, valid: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(result, result_valid)`` of aggregate ``op`` per group. SQL semantics: nulls are
+    skipped; a group with no non-null value gives null (``count`` gives 0)."""
+    if op not in AGGREGATES:
+        raise ValueError(f"aggregate {op!r}: expected one of {AGGREGATES}")
+    if not _kernels:
+        _kernels.update(_compile())
+    n = len(ids)
+    ok = np.ones(n, dtype=bool) if valid is None else valid
+    if op == "count":
+        w = ok if values is not None else np.ones(n, dtype=bool)
+        return np.bincount(ids, weights=w, minlength=ngroups).astype(np.int64), None
+    if values is None:
+        raise ValueError(f"aggregate {op!r} needs a value column")
+    counts = np.bincount(ids, weights=ok, minlength=ngroups)
+    present = counts > 0
+    if op in ("sum", "avg"):
+        v = np.where(ok, values, 0).astype(np.float64 if op == "avg" else values.dtype)
+        if np.issubdtype(v.dtype, np.integer):
+            total = np.zeros(ngroups, dtype=np.int64)
+            np.add.at(total, ids, v)
+        else:
+            total = np.bincount(ids, weights=v, minlength=ngroups)
+        if op == "avg":
+            return np.divide(total, counts, out=np.zeros(ngroups), where=present), present
+        return total, present
+    if op in ("min", "max"):
+        out, seen = _kernels["minmax"](ids, values, ok, ngroups, op == "max")
+        return out, seen
+    # count distinct: distinct (group, value) pairs among the non-null rows
+    pair = combine_ids([ids[ok], values[ok]], [None, None])
+    _, _, first = group_ids(pair)
+    return np.bincount(ids[ok][first], minlength=ngroups).astype(np.int64), None
