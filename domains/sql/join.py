@@ -57,11 +57,11 @@ def _compile() -> dict[str, Any]:
         return -1
 
     @njit(parallel=True, nogil=True)
-    def count(probe, slot_key, first, chain, outer):  # type: ignore[no-untyped-def]
+    def count(probe, valid, slot_key, first, chain, outer):  # type: ignore[no-untyped-def]
         mask = slot_key.shape[0] - 1
         counts = np.zeros(probe.shape[0], dtype=np.int64)
         for i in prange(probe.shape[0]):
-            j = find(probe[i], slot_key, first, mask)
+            j = find(probe[i], slot_key, first, mask) if valid[i] else -1
             c = 0
             while j != -1:
                 c += 1
@@ -70,11 +70,11 @@ def _compile() -> dict[str, Any]:
         return counts
 
     @njit(parallel=True, nogil=True)
-    def fill(probe, slot_key, first, chain, offsets, left, right):  # type: ignore[no-untyped-def]
+    def fill(probe, valid, slot_key, first, chain, offsets, left, right):  # type: ignore[no-untyped-def]
         mask = slot_key.shape[0] - 1
         for i in prange(probe.shape[0]):
             o = offsets[i]
-            j = find(probe[i], slot_key, first, mask)
+            j = find(probe[i], slot_key, first, mask) if valid[i] else -1
             if j == -1 and o < offsets[i + 1]:  # outer row without a match
                 left[o] = i
                 right[o] = -1
@@ -126,9 +126,8 @@ def hash_join(
         b = b[kept]
     capacity = 1 << max(4, int(2 * max(len(b), 1) - 1).bit_length())
     slot_key, first, chain = k["build"](b, capacity)
-    counts = k["count"](p, slot_key, first, chain, how == "left")
-    if probe_valid is not None:  # a null probe key matches nothing
-        counts = np.where(probe_valid, counts, 1 if how == "left" else 0)
+    valid = np.ones(len(p), dtype=bool) if probe_valid is None else probe_valid  # null: no match
+    counts = k["count"](p, valid, slot_key, first, chain, how == "left")
     if how in ("semi", "anti"):
         rows = np.flatnonzero(counts > 0 if how == "semi" else counts == 0)
         return rows, np.full(len(rows), -1, dtype=np.int64)
@@ -136,18 +135,8 @@ def hash_join(
     np.cumsum(counts, out=offsets[1:])
     left = np.empty(int(offsets[-1]), dtype=np.int64)
     right = np.empty(int(offsets[-1]), dtype=np.int64)
-    pp = p if probe_valid is None else np.where(probe_valid, p, _absent(slot_key, first))
-    k["fill"](pp, slot_key, first, chain, offsets, left, right)
+    k["fill"](p, valid, slot_key, first, chain, offsets, left, right)
     if build_valid is not None:  # back to the caller's build rows
         hit = right >= 0
         right[hit] = kept[right[hit]]
     return left, right
-
-
-def _absent(slot_key: np.ndarray, first: np.ndarray) -> np.int64:
-    """A key not in the table (for null probe rows)."""
-    used = set(slot_key[first != -1].tolist())
-    k = np.int64(-(2**63))
-    while int(k) in used:
-        k += 1
-    return k
