@@ -1,0 +1,1 @@
+"""Sequence alignment: batched Smith-Waterman, Needleman-Wunsch and semi-global alignment with affine gaps."""

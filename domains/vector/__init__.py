@@ -1,0 +1,1 @@
+"""Vector search: exact and IVF k-nearest-neighbour indexes, sharded over MPI ranks."""
