@@ -112,7 +112,8 @@ def reduce_groups(
             total = np.zeros(ngroups, dtype=np.int64)
             np.add.at(total, ids, v)
         else:
-            total = np.bincount(ids, weights=v, minlength=ngroups)
+            # float64 even for empty input (bincount then returns int64)
+            total = np.bincount(ids, weights=v, minlength=ngroups).astype(np.float64)
         if op == "avg":
             return np.divide(total, counts, out=np.zeros(ngroups), where=present), present
         return total, present

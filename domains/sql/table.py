@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Column", "Table", "read_parquet"]
+__all__ = ["Column", "Table", "read_parquet", "merge_dictionaries"]
 
 
 @dataclass
@@ -153,7 +153,6 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None) 
     String dictionaries are merged over the ranks (buffer-based), so codes mean the same
     string everywhere and can be shuffled."""
     import pyarrow.parquet as pq
-    from hpc.io.tables import allgather_strings
 
     from hpc.comm import resolve_comm
 
@@ -181,16 +180,22 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None) 
         n = pf.metadata.num_rows
         lo, hi = rank * n // size, (rank + 1) * n // size
         arrow = pf.read(columns=columns).slice(lo, hi - lo)
-    table = Table.from_arrow(arrow)
-    if size > 1:
-        for c in table.columns.values():
-            if c.kind == "string":
-                merged = np.asarray(
-                    sorted(set(allgather_strings(comm, c.dictionary.tolist()))), dtype=object
-                )
-                remap = np.searchsorted(merged.astype(str), c.dictionary.astype(str)).astype(
-                    np.int32
-                )
-                c.values = remap[c.values] if len(c) else c.values
-                c.dictionary = merged
+    return merge_dictionaries(Table.from_arrow(arrow), comm)
+
+
+def merge_dictionaries(table: Table, comm: Any) -> Table:
+    """Collective. Give every string column one sorted dictionary over all ranks (codes
+    remapped in place), so equal codes mean equal strings everywhere."""
+    from hpc.io.tables import allgather_strings
+
+    if comm.Get_size() == 1:
+        return table
+    for c in table.columns.values():
+        if c.kind == "string":
+            merged = np.asarray(
+                sorted(set(allgather_strings(comm, c.dictionary.tolist()))), dtype=object
+            )
+            remap = np.searchsorted(merged.astype(str), c.dictionary.astype(str)).astype(np.int32)
+            c.values = remap[c.values] if len(c) else c.values
+            c.dictionary = merged
     return table

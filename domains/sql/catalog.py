@@ -1,0 +1,196 @@
+"""Where tables come from: a directory of Parquet files (``<table>.parquet`` or
+``<table>/*.parquet``), an HDF5 file of hpc.io tables, or tables held in memory (each rank its
+own rows). The catalog gives sqlglot the schema and each rank its part of a table."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hpc.comm import resolve_comm
+
+from .errors import SQLError
+from .table import Column, Table, merge_dictionaries, read_parquet
+
+__all__ = ["Catalog"]
+
+_SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE", "date": "DATE", "string": "VARCHAR",
+              "bool": "BOOLEAN"}
+
+
+def _arrow_kind(t: Any) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_date(t):
+        return "date"
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "float"
+    if pa.types.is_boolean(t):
+        return "bool"
+    return "string"
+
+
+class Catalog:
+    """Named tables for :func:`hpc.domains.sql.query`.
+
+    Examples
+    --------
+    >>> cat = Catalog.from_directory("tpch/")            # doctest: +SKIP
+    >>> cat.register("t", Table.from_pandas(frame))       # doctest: +SKIP
+    """
+
+    def __init__(self) -> None:
+        self._parquet: dict[str, list[Path]] = {}
+        self._hdf5: dict[str, Path] = {}
+        self._memory: dict[str, Table] = {}
+        self._kinds: dict[str, dict[str, str]] = {}
+        self._rows: dict[str, int] = {}
+
+    # -- building ---------------------------------------------------------------------------
+    @classmethod
+    def from_directory(cls, path: str | os.PathLike[str]) -> Catalog:
+        """Every ``<name>.parquet`` file, and every ``<name>/`` folder of Parquet parts."""
+        import pyarrow.parquet as pq
+
+        root = Path(path)
+        if not root.is_dir():
+            raise SQLError(f"{root}: no such directory of Parquet tables")
+        cat = cls()
+        for entry in sorted(root.iterdir()):
+            if entry.suffix == ".parquet" and entry.is_file():
+                files = [entry]
+            elif entry.is_dir() and sorted(entry.glob("*.parquet")):
+                files = sorted(entry.glob("*.parquet"))
+            else:
+                continue
+            name = entry.stem if entry.is_file() else entry.name
+            schema = pq.read_schema(files[0])
+            cat._parquet[name] = files
+            cat._kinds[name] = {f.name: _arrow_kind(f.type) for f in schema}
+            cat._rows[name] = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        if not cat._kinds:
+            raise SQLError(f"{root}: no Parquet tables (<name>.parquet or <name>/*.parquet)")
+        return cat
+
+    @classmethod
+    def from_hdf5(cls, path: str | os.PathLike[str]) -> Catalog:
+        """Every hpc.io table (see :func:`hpc.io.write_table`) at the top of an HDF5 file."""
+        import h5py
+
+        cat = cls()
+        try:
+            with h5py.File(path, "r") as f:
+                for name, group in f.items():
+                    if not isinstance(group, h5py.Group) or "columns" not in group.attrs:
+                        continue
+                    names = json.loads(group.attrs["columns"])
+                    kinds = {}
+                    for col in names:
+                        kind = str(group[col].attrs.get("kind", ""))
+                        kinds[col] = {"string": "string", "datetime": "date", "bool": "bool"}.get(
+                            kind, "float" if group[col].dtype.kind == "f" else "int"
+                        )
+                    cat._hdf5[name] = Path(path)
+                    cat._kinds[name] = kinds
+                    cat._rows[name] = int(group.attrs["nrows"])
+        except OSError as exc:
+            raise SQLError(f"{path}: not a readable HDF5 file ({exc})") from exc
+        if not cat._kinds:
+            raise SQLError(f"{path}: no hpc.io tables in this HDF5 file")
+        return cat
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Catalog:
+        """A directory of Parquet files, or an HDF5 file."""
+        return cls.from_directory(path) if Path(path).is_dir() else cls.from_hdf5(path)
+
+    def register(self, name: str, table: Table, comm: Any = None) -> None:
+        """Collective. An in-memory table: each rank passes its own rows (same columns);
+        string dictionaries are merged over the ranks here."""
+        comm = resolve_comm(comm)
+        merge_dictionaries(table, comm)
+        self._memory[name] = table
+        self._kinds[name] = {n: c.kind for n, c in table.columns.items()}
+        self._rows[name] = int(comm.allreduce(table.num_rows))
+
+    # -- reading ----------------------------------------------------------------------------
+    @property
+    def tables(self) -> list[str]:
+        return sorted(self._kinds)
+
+    def schema(self) -> dict[str, dict[str, str]]:
+        """``{table: {column: SQL type}}`` for sqlglot."""
+        return {t: {c: _SQL_TYPES[k] for c, k in cols.items()} for t, cols in self._kinds.items()}
+
+    def columns(self, name: str) -> list[str]:
+        return list(self._kinds[name])
+
+    def num_rows(self, name: str) -> int:
+        return self._rows[name]
+
+    def load(self, name: str, columns: list[str], comm: Any = None) -> Table:
+        """Collective. This rank's rows of table ``name`` (only ``columns``)."""
+        comm = resolve_comm(comm)
+        if name in self._memory:
+            t = self._memory[name]
+            return Table({c: t[c] for c in columns}) if columns else _rows_only(t)
+        if name in self._parquet:
+            want = columns or self.columns(name)[:1]
+            parts = [read_parquet(str(f), want, comm) for f in self._parquet[name]]
+            table = parts[0] if len(parts) == 1 else _concat(parts, comm)
+            return table if columns else _rows_only(table)
+        return self._load_hdf5(name, columns, comm)
+
+    def _load_hdf5(self, name: str, columns: list[str], comm: Any) -> Table:
+        from hpc.io import read_table
+
+        want = columns or self.columns(name)[:1]
+        arrays = read_table(str(self._hdf5[name]), name, comm=comm, columns=want)
+        cols = {}
+        for c, a in arrays.items():
+            if a.dtype.kind == "M":
+                cols[c] = Column(a.astype("datetime64[D]").astype(np.int64).astype(np.int32), "date")
+            elif a.dtype.kind in "US":
+                words = a.astype(str)
+                dictionary, codes = np.unique(words, return_inverse=True)
+                cols[c] = Column(codes.astype(np.int32), "string", dictionary.astype(object))
+            elif a.dtype.kind == "b":
+                cols[c] = Column(a, "bool")
+            else:
+                cols[c] = Column(a, "float" if a.dtype.kind == "f" else "int")
+        table = Table(cols)
+        merge_dictionaries(table, comm)
+        return table if columns else _rows_only(table)
+
+
+def _rows_only(t: Table) -> Table:
+    """A table that keeps only its row count (``SELECT count(*)``)."""
+    return Table({"\0rows": Column(np.zeros(t.num_rows, np.int8), "int")})
+
+
+def _concat(parts: list[Table], comm: Any) -> Table:
+    cols = {}
+    for name, first in parts[0].columns.items():
+        dictionary = first.dictionary
+        if first.kind == "string":  # parts read separately: one dictionary for all
+            dictionary = np.unique(np.concatenate([p[name].dictionary.astype(str) for p in parts]))
+            values = np.concatenate([
+                np.searchsorted(dictionary, p[name].dictionary.astype(str)).astype(np.int32)[
+                    p[name].values] for p in parts
+            ])
+            dictionary = dictionary.astype(object)
+        else:
+            values = np.concatenate([p[name].values for p in parts])
+        valids = [p[name].valid for p in parts]
+        valid = None
+        if any(v is not None for v in valids):
+            valid = np.concatenate([np.ones(len(p[name]), bool) if v is None else v
+                                    for p, v in zip(parts, valids, strict=True)])
+        cols[name] = Column(values, first.kind, dictionary, valid)
+    return Table(cols)

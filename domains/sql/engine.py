@@ -1,0 +1,595 @@
+"""Running a planned query on every rank: scans, distributed joins, aggregation, ordering.
+
+Physical operators (each rank works on its rows; collectives move rows on raw buffers):
+
+- **Scan**: the table's needed columns of this rank (Parquet row groups or HDF5 row blocks),
+  then its pushed filters.
+- **Join order**: greedy on estimated result size, ``|A| |B| / max(ndv(a), ndv(b))`` over the
+  join keys (distinct counts estimated on a sample of each scan), starting with the cheapest
+  pair; every join builds its hash table on the smaller side.
+- **Join**: broadcast the smaller side (all-gather) when it has at most ``broadcast_rows``
+  rows in all, else hash-partition both sides on the first key (all-to-all shuffle); then the
+  local numba hash join. Several keys are combined into one key id per row.
+- **Aggregate**: per-rank partial aggregates (sum, count, min, max; avg as sum and count),
+  shuffled by the hash of the group key, then combined, so each group ends on one rank. With
+  COUNT(DISTINCT) the rows are partitioned by group key first and aggregated once.
+- **Order/limit**: each rank sorts and keeps its top LIMIT rows (top-k), the survivors are
+  gathered on rank 0, which sorts again and cuts.
+
+The result is a :class:`Table` on rank 0 and an empty table (same columns) elsewhere.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlglot import exp
+
+from hpc.comm import resolve_comm
+
+from .aggregate import combine_ids, group_ids, reduce_groups
+from .catalog import Catalog
+from .errors import SQLError, UnsupportedSQL, describe
+from .exchange import allgather_columns, global_rows, partition_by_keys, ship
+from .expressions import Frame, column_key, evaluate, predicate_mask, to_column
+from .join import hash_join
+from .planner import QueryPlan, Source, aliases_of, plan_query
+from .table import Column, Table
+
+__all__ = ["query", "explain", "QueryOptions"]
+
+_AGG_NAMES = {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max", exp.Count: "count"}
+
+
+@dataclass
+class QueryOptions:
+    """Tuning of the physical plan: ``broadcast_rows`` is the largest total row count of a
+    join side that is broadcast to every rank instead of shuffling both sides."""
+
+    broadcast_rows: int = 1_000_000
+
+
+@dataclass
+class _Trace:
+    """Operators as they ran, for EXPLAIN: (depth, text, global rows, seconds)."""
+
+    enabled: bool
+    comm: Any
+    steps: list[tuple[str, int, float]] = field(default_factory=list)
+    _t: float = 0.0
+
+    def start(self) -> None:
+        self._t = time.perf_counter()
+
+    def add(self, text: str, frame_rows: int) -> None:
+        if self.enabled:
+            rows = global_rows(frame_rows, self.comm)
+            self.steps.append((text, rows, time.perf_counter() - self._t))
+            self._t = time.perf_counter()
+
+
+def query(sql: str, catalog: Catalog, comm: Any = None,
+          options: QueryOptions | None = None) -> Table:
+    """Collective. Answer a SELECT over the catalog's tables.
+
+    Parameters
+    ----------
+    sql : str
+        The query (DuckDB/ANSI dialect). ``EXPLAIN SELECT ...`` returns the plan as a
+        one-column table (see :func:`explain`).
+    catalog : Catalog
+        Tables by name.
+    comm : MPI.Comm, optional
+        Default :func:`hpc.comm.world`; every rank of it must call.
+    options : QueryOptions, optional
+
+    Returns
+    -------
+    Table
+        The result on rank 0; an empty table with the same columns on the other ranks.
+
+    Raises
+    ------
+    SQLError
+        Malformed query, unknown table or column, type mismatch (raised on every rank).
+    UnsupportedSQL
+        A construct this engine does not implement, named with its position.
+    """
+    text = sql.strip()
+    if text[:7].upper() == "EXPLAIN" and text[7:8].isspace():
+        lines = explain(text[8:], catalog, comm, options).splitlines()
+        return Table({"plan": Column(np.arange(len(lines), dtype=np.int32), "string",
+                                     np.asarray(lines, dtype=object))})
+    return _run(plan_query(sql, catalog), catalog, resolve_comm(comm), options, None)
+
+
+def explain(sql: str, catalog: Catalog, comm: Any = None,
+            options: QueryOptions | None = None) -> str:
+    """Collective. The physical plan as it ran (like EXPLAIN ANALYZE): one line per operator
+    with the rows it produced over all ranks and its seconds on rank 0."""
+    comm = resolve_comm(comm)
+    trace = _Trace(True, comm)
+    _run(plan_query(sql, catalog), catalog, comm, options, trace)
+    width = max(len(t) for t, _, _ in trace.steps)
+    return "\n".join(f"{t:<{width}}  rows={r:<10d} {s * 1e3:9.1f} ms" for t, r, s in trace.steps)
+
+
+# ---------------------------------------------------------------------------------------------
+def _run(plan: QueryPlan, catalog: Catalog, comm: Any, options: QueryOptions | None,
+         trace: _Trace | None) -> Table:
+    options = options or QueryOptions()
+    trace = trace or _Trace(False, comm)
+    trace.start()
+    frames = {}
+    for src in plan.sources:
+        frames[src.alias] = _scan(src, catalog, comm, trace)
+    frame = _join_all(plan, frames, comm, options, trace)
+    if plan.aggregates or plan.group or plan.distinct:
+        return _aggregate(plan, frame, comm, trace)
+    return _finish(plan, frame, list(plan.select.expressions), comm, trace, rewrite=None)
+
+
+def _filter(frame: Frame, term: exp.Expression) -> Frame:
+    mask = predicate_mask(evaluate(term, frame), frame.nrows)
+    index = np.flatnonzero(mask)
+    return Frame({n: c.take(index) for n, c in frame.columns.items()}, len(index))
+
+
+def _sql(node: exp.Expression) -> str:
+    return node.sql(dialect="duckdb")
+
+
+def _scan(src: Source, catalog: Catalog, comm: Any, trace: _Trace) -> Frame:
+    table = catalog.load(src.table, src.columns, comm)
+    frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
+    for term in src.filters:
+        frame = _filter(frame, term)
+    where = f" WHERE {' AND '.join(_sql(t) for t in src.filters)}" if src.filters else ""
+    trace.add(f"Scan {src.table} AS {src.alias} [{', '.join(src.columns)}]{where}", frame.nrows)
+    return frame
+
+
+# -- joins ------------------------------------------------------------------------------------
+def _ndv(col: Column, total: int) -> float:
+    """Distinct values of a join key over all ranks, estimated from this rank's sample."""
+    n = len(col)
+    if n == 0 or total == 0:
+        return 1.0
+    sample = col.values[:: max(1, n // 50_000)]
+    distinct = len(np.unique(sample))
+    return float(total) if distinct > 0.9 * len(sample) else float(min(distinct, total))
+
+
+@dataclass
+class _Joined:
+    aliases: set[str]
+    frame: Frame
+    rows: int  # over all ranks
+    ndv: dict[str, float]
+
+
+def _edge_keys(edges, left: set[str], right: set[str]) -> list[tuple[exp.Column, exp.Column]]:
+    """Edges between the two alias sets, oriented (left column, right column)."""
+    out = []
+    for a, b in edges:
+        if a.table in left and b.table in right:
+            out.append((a, b))
+        elif b.table in left and a.table in right:
+            out.append((b, a))
+    return out
+
+
+def _estimate(x: _Joined, y: _Joined, keys) -> float:
+    best = 1.0
+    for a, b in keys:
+        nx = min(x.ndv.get(column_key(a), x.rows), x.rows)
+        ny = min(y.ndv.get(column_key(b), y.rows), y.rows)
+        best = max(best, nx, ny)
+    return x.rows * y.rows / best
+
+
+def _join_all(plan: QueryPlan, frames: dict[str, Frame], comm: Any, options: QueryOptions,
+              trace: _Trace) -> Frame:
+    key_names = {column_key(c) for e in plan.edges for c in e}
+    parts = {}
+    for src in plan.sources:
+        if src.left_join:
+            continue
+        f = frames[src.alias]
+        rows = global_rows(f.nrows, comm)
+        ndv = {k: _ndv(f.columns[k], rows) for k in key_names if k in f.columns}
+        if comm.Get_size() > 1 and ndv:  # the same estimate (so the same plan) on every rank
+            names = sorted(ndv)
+            agreed = comm.bcast([ndv[k] for k in names], root=0)
+            ndv = dict(zip(names, agreed, strict=True))
+        parts[src.alias] = _Joined({src.alias}, f, rows, ndv)
+    residual = list(plan.residual)
+    if len(parts) == 1:
+        current = next(iter(parts.values()))
+    else:
+        pairs = [(x, y) for x in parts for y in parts if x < y
+                 and _edge_keys(plan.edges, {x}, {y})]
+        if not pairs:
+            raise UnsupportedSQL(f"tables {sorted(parts)} are not connected by equi-joins "
+                                 "(cross joins are not supported)")
+        x, y = min(pairs, key=lambda p: _estimate(parts[p[0]], parts[p[1]],
+                                                  _edge_keys(plan.edges, {p[0]}, {p[1]})))
+        current = _join(parts.pop(x), parts.pop(y), plan.edges, "inner", comm, options, trace)
+        current, residual = _apply_residual(current, residual, trace)
+        while parts:
+            linked = [a for a in parts if _edge_keys(plan.edges, current.aliases, {a})]
+            if not linked:
+                raise UnsupportedSQL(f"tables {sorted(parts)} are not connected by equi-joins "
+                                     "to the others (cross joins are not supported)")
+            a = min(linked, key=lambda a: _estimate(
+                current, parts[a], _edge_keys(plan.edges, current.aliases, {a})))
+            current = _join(current, parts.pop(a), plan.edges, "inner", comm, options, trace)
+            current, residual = _apply_residual(current, residual, trace)
+    current, residual = _apply_residual(current, residual, trace)
+    for src in plan.sources:
+        if src.left_join:
+            current = _left_join(current, src, frames[src.alias], comm, options, trace)
+    current, residual = _apply_residual(current, residual, trace)
+    if residual:
+        raise SQLError(f"condition refers to unknown tables: {describe(residual[0])}")
+    return current.frame
+
+
+def _apply_residual(current: _Joined, residual: list[exp.Expression], trace: _Trace):
+    keep = []
+    for term in residual:
+        if aliases_of(term) <= current.aliases:
+            frame = _filter(current.frame, term)
+            current = _Joined(current.aliases, frame, current.rows, current.ndv)
+            trace.add(f"Filter {_sql(term)}", frame.nrows)
+        else:
+            keep.append(term)
+    return current, keep
+
+
+def _left_join(current: _Joined, src: Source, frame: Frame, comm: Any, options: QueryOptions,
+               trace: _Trace) -> _Joined:
+    edges = []
+    for term in src.on:
+        refs = aliases_of(term)
+        if refs == {src.alias}:
+            frame = _filter(frame, term)
+        elif (isinstance(term, exp.EQ) and isinstance(term.this, exp.Column)
+              and isinstance(term.expression, exp.Column)):
+            edges.append((term.this, term.expression))
+        else:
+            raise UnsupportedSQL(f"LEFT JOIN ... ON term {describe(term)}: only equalities "
+                                 "between the two sides and filters of the joined table")
+    keys = _edge_keys(edges, current.aliases, {src.alias})
+    if not keys:
+        raise UnsupportedSQL(f"LEFT JOIN {src.table}: needs an equality with the left side")
+    right = _Joined({src.alias}, frame, global_rows(frame.nrows, comm), {})
+    return _join(current, right, edges, "left", comm, options, trace)
+
+
+def _key_arrays(x: Column, y: Column) -> tuple[np.ndarray, np.ndarray]:
+    """Join keys of both sides as comparable int64 arrays."""
+    if x.kind == "string" and y.kind == "string":
+        merged = np.unique(np.concatenate([x.dictionary.astype(str), y.dictionary.astype(str)]))
+        rx = np.searchsorted(merged, x.dictionary.astype(str)).astype(np.int64)
+        ry = np.searchsorted(merged, y.dictionary.astype(str)).astype(np.int64)
+        return rx[x.values], ry[y.values]
+    if x.kind == "string" or y.kind == "string" or x.values.dtype.kind == "f" \
+            or y.values.dtype.kind == "f":
+        raise UnsupportedSQL(f"join keys of kinds {x.kind} and {y.kind}: integer, date or "
+                             "string keys of the same kind only")
+    return x.values.astype(np.int64, copy=False), y.values.astype(np.int64, copy=False)
+
+
+def _join(x: _Joined, y: _Joined, edges, how: str, comm: Any, options: QueryOptions,
+          trace: _Trace) -> _Joined:
+    keys = _edge_keys(edges, x.aliases, y.aliases)
+    if how == "inner" and y.rows > x.rows:  # probe the larger side
+        x, y = y, x
+        keys = [(b, a) for a, b in keys]
+    probe_cols, build_cols = dict(x.frame.columns), dict(y.frame.columns)
+    kp, kb = [], []
+    for i, (a, b) in enumerate(keys):
+        pa, pb = probe_cols[column_key(a)], build_cols[column_key(b)]
+        va, vb = _key_arrays(pa, pb)
+        probe_cols[f"\0key{i}"] = Column(va, "int", None, pa.valid)
+        build_cols[f"\0key{i}"] = Column(vb, "int", None, pb.valid)
+        kp.append(f"\0key{i}")
+        kb.append(f"\0key{i}")
+    size = comm.Get_size()
+    if size > 1 and y.rows <= options.broadcast_rows:
+        strategy = "broadcast"
+        build_cols = allgather_columns(build_cols, comm)
+    elif size > 1:
+        strategy = "shuffle"
+        probe_cols = partition_by_keys(probe_cols, [probe_cols[kp[0]]], comm)
+        build_cols = partition_by_keys(build_cols, [build_cols[kb[0]]], comm)
+    else:
+        strategy = "local"
+    pkey, pvalid, bkey, bvalid = _combined_keys([probe_cols[k] for k in kp],
+                                                [build_cols[k] for k in kb])
+    left, right = hash_join(pkey, bkey, "left" if how == "left" else "inner", pvalid, bvalid)
+    out = {n: c.take(left) for n, c in probe_cols.items() if not n.startswith("\0key")}
+    out.update({n: c.take(right) for n, c in build_cols.items() if not n.startswith("\0key")})
+    frame = Frame(out, len(left))
+    on = " AND ".join(f"{_sql(a)} = {_sql(b)}" for a, b in keys)
+    trace.add(f"{'HashJoin' if how == 'inner' else 'LeftHashJoin'} ({strategy}, build "
+              f"{'+'.join(sorted(y.aliases))}) ON {on}", frame.nrows)
+    rows = global_rows(frame.nrows, comm)
+    return _Joined(x.aliases | y.aliases, frame, rows, {**y.ndv, **x.ndv})
+
+
+def _combined_keys(probe: list[Column], build: list[Column]):
+    """One int64 key per row for several join keys (equal exactly when all keys are), and
+    the validity (a null in any key matches nothing)."""
+    def valid_of(cols):
+        masks = [c.valid for c in cols if c.valid is not None]
+        return None if not masks else np.logical_and.reduce(masks)
+
+    pv, bv = valid_of(probe), valid_of(build)
+    if len(probe) == 1:
+        return probe[0].values, pv, build[0].values, bv
+    n = len(probe[0])
+    both = [np.concatenate([p.values, b.values]) for p, b in zip(probe, build, strict=True)]
+    ids = combine_ids(both, [None] * len(both))
+    return ids[:n], pv, ids[n:], bv
+
+
+# -- aggregation ------------------------------------------------------------------------------
+@dataclass
+class _Agg:
+    op: str  # sum, avg, min, max, count, count_distinct
+    arg: exp.Expression | None  # None: COUNT(*)
+
+
+def _agg_of(node: exp.Expression) -> _Agg:
+    op = _AGG_NAMES[type(node)]
+    arg = node.this
+    if isinstance(arg, exp.Distinct):
+        if op != "count" or len(arg.expressions) != 1:
+            raise UnsupportedSQL(f"DISTINCT inside {describe(node)}: only COUNT(DISTINCT x)")
+        return _Agg("count_distinct", arg.expressions[0])
+    if isinstance(arg, exp.Star) or arg is None:
+        if op != "count":
+            raise SQLError(f"{op.upper()}(*) is not valid SQL: {describe(node)}")
+        return _Agg("count", None)
+    if any(arg.find_all(*_AGG_NAMES)):
+        raise SQLError(f"nested aggregate in {describe(node)}")
+    return _Agg(op, arg)
+
+
+def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, trace: _Trace) -> Table:
+    select = plan.select
+    keys = list(plan.group)
+    if plan.distinct and not keys:
+        if plan.aggregates:
+            raise UnsupportedSQL("SELECT DISTINCT with aggregates is not supported")
+        keys = [e.unalias() for e in select.expressions]
+    aggs: list[_Agg] = []
+    agg_sql: dict[str, int] = {}
+    key_sql = {_sql(k): j for j, k in enumerate(keys)}
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        text = _sql(node)
+        if text in key_sql:
+            return exp.column(f"\0key{key_sql[text]}")
+        if isinstance(node, tuple(_AGG_NAMES)):
+            if text not in agg_sql:
+                agg_sql[text] = len(aggs)
+                aggs.append(_agg_of(node))
+            return exp.column(f"\0agg{agg_sql[text]}")
+        return node
+
+    # collect the aggregates first (the rewritten trees are built again in _finish)
+    for node in list(select.expressions) + _order_nodes(select) + _having(select):
+        node.copy().transform(rewrite)
+    key_cols = [to_column(evaluate(k, frame), frame.nrows) for k in keys]
+    args = [None if a.arg is None else to_column(evaluate(a.arg, frame), frame.nrows)
+            for a in aggs]
+    size = comm.Get_size()
+    distinct = any(a.op == "count_distinct" for a in aggs)
+    if distinct and size > 1:  # partition the rows by group, aggregate once
+        cols = {f"k{j}": c for j, c in enumerate(key_cols)}
+        cols.update({f"a{i}": c for i, c in enumerate(args) if c is not None})
+        cols["\0rows"] = Column(np.zeros(frame.nrows, np.int8), "int")
+        if key_cols:
+            cols = partition_by_keys(cols, [cols[f"k{j}"] for j in range(len(keys))], comm)
+        else:
+            cols = ship(cols, np.zeros(frame.nrows, np.int64), comm)
+        nrows = len(cols["\0rows"])
+        key_cols = [cols[f"k{j}"] for j in range(len(keys))]
+        args = [None if a is None else cols[f"a{i}"] for i, a in enumerate(args)]
+        states, key_out, ngroups = _partial(key_cols, aggs, args, nrows,
+                                            one_group=not keys and comm.Get_rank() == 0)
+        final = _final(aggs, states)
+    else:
+        states, key_out, ngroups = _partial(key_cols, aggs, args, frame.nrows, one_group=not keys)
+        if size > 1:
+            states, key_out, ngroups = _combine(aggs, states, key_out, ngroups, comm)
+        final = _final(aggs, states)
+    columns = {f"\0key{j}": c for j, c in enumerate(key_out)}
+    columns.update({f"\0agg{i}": c for i, c in enumerate(final)})
+    agg_frame = Frame(columns, ngroups)
+    trace.add(f"Aggregate GROUP BY [{', '.join(_sql(k) for k in keys)}] "
+              f"[{', '.join(a.op for a in aggs)}]", ngroups)
+    for term in _having(select):
+        agg_frame = _filter(agg_frame, _rewritten(term, rewrite, keys))
+        trace.add(f"Having {_sql(term)}", agg_frame.nrows)
+    return _finish(plan, agg_frame, list(select.expressions), comm, trace,
+                   rewrite=lambda n: _rewritten(n, rewrite, keys))
+
+
+def _rewritten(node: exp.Expression, rewrite, keys) -> exp.Expression:
+    out = node.copy().transform(rewrite)
+    for col in out.find_all(exp.Column):
+        if not col.name.startswith("\0"):
+            raise SQLError(f"column {col.sql()} must appear in GROUP BY or in an aggregate "
+                           f"({describe(node)})")
+    return out
+
+
+def _having(select: exp.Select) -> list[exp.Expression]:
+    return [select.args["having"].this] if select.args.get("having") else []
+
+
+def _order_nodes(select: exp.Select) -> list[exp.Expression]:
+    order = select.args.get("order")
+    return [o.this for o in order.expressions] if order else []
+
+
+def _partial(key_cols: list[Column], aggs: list[_Agg], args: list[Column | None], nrows: int,
+             one_group: bool):
+    """Per-group states of this rank's rows: ``(states, key columns, ngroups)``."""
+    if key_cols:
+        combined = combine_ids([c.values for c in key_cols], [c.valid for c in key_cols])
+        ids, ngroups, first = group_ids(combined)
+        key_out = [c.take(first) for c in key_cols]
+    else:
+        ids = np.zeros(nrows, np.int64)
+        ngroups = 1 if one_group else 0
+        if not one_group and nrows:
+            raise AssertionError("rows without a group")
+        key_out = []
+    states = []
+    for a, col in zip(aggs, args, strict=True):
+        values = None if col is None else col.values
+        valid = None if col is None else col.valid
+        if values is not None and col.kind in ("string", "bool", "date") and a.op in ("sum",
+                                                                                      "avg"):
+            raise SQLError(f"type mismatch: {a.op.upper()} of a {col.kind} column")
+        count, _ = reduce_groups("count", ids, ngroups, values, valid)
+        if a.op in ("sum", "avg"):
+            total, _ = reduce_groups("sum", ids, ngroups, values, valid)
+            states.append({"sum": total, "count": count})
+        elif a.op in ("min", "max"):
+            best, seen = reduce_groups(a.op, ids, ngroups, values, valid)
+            states.append({"value": best, "count": seen.astype(np.int64),
+                           "kind": col.kind, "dictionary": col.dictionary})
+        elif a.op == "count":
+            states.append({"count": count})
+        else:
+            distinct, _ = reduce_groups("count_distinct", ids, ngroups, values, valid)
+            states.append({"count": distinct})
+    return states, key_out, ngroups
+
+
+def _combine(aggs: list[_Agg], states, key_out: list[Column], ngroups: int, comm: Any):
+    """Collective. Ship partial states to the rank owning each group and merge them."""
+    cols: dict[str, Column] = {f"k{j}": c for j, c in enumerate(key_out)}
+    for i, s in enumerate(states):
+        for name in ("sum", "count", "value"):
+            if name in s:
+                cols[f"s{i}.{name}"] = Column(s[name], "int")
+    cols["\0groups"] = Column(np.zeros(ngroups, np.int8), "int")
+    if key_out:
+        cols = partition_by_keys(cols, [cols[f"k{j}"] for j in range(len(key_out))], comm)
+        n = len(cols["\0groups"])
+        keys = [cols[f"k{j}"] for j in range(len(key_out))]
+        combined = combine_ids([c.values for c in keys], [c.valid for c in keys])
+        ids, ngroups, first = group_ids(combined)
+        key_out = [c.take(first) for c in keys]
+    else:
+        cols = ship(cols, np.zeros(ngroups, np.int64), comm)
+        n = len(cols["\0groups"])
+        ids = np.zeros(n, np.int64)
+        ngroups = 1 if comm.Get_rank() == 0 else 0
+    merged = []
+    for i, (a, s) in enumerate(zip(aggs, states, strict=True)):
+        out: dict[str, Any] = {}
+        count = cols[f"s{i}.count"].values
+        out["count"], _ = reduce_groups("sum", ids, ngroups, count, None)
+        if "sum" in s:
+            out["sum"], _ = reduce_groups("sum", ids, ngroups, cols[f"s{i}.sum"].values, None)
+        if "value" in s:
+            out["value"], seen = reduce_groups(a.op, ids, ngroups, cols[f"s{i}.value"].values,
+                                               count > 0)
+            out.update(kind=s["kind"], dictionary=s["dictionary"])
+        merged.append(out)
+    return merged, key_out, ngroups
+
+
+def _final(aggs: list[_Agg], states) -> list[Column]:
+    out = []
+    for a, s in zip(aggs, states, strict=True):
+        count = np.asarray(s["count"], np.int64)
+        present = count > 0
+        valid = None if present.all() else present
+        if a.op in ("count", "count_distinct"):
+            out.append(Column(count, "int"))
+        elif a.op == "sum":
+            total = s["sum"]
+            out.append(Column(total, "float" if total.dtype.kind == "f" else "int", None, valid))
+        elif a.op == "avg":
+            avg = np.divide(s["sum"], count, out=np.zeros(len(count)), where=present)
+            out.append(Column(avg, "float", None, valid))
+        else:
+            out.append(Column(s["value"], s["kind"], s["dictionary"], valid))
+    return out
+
+
+# -- projection, order, limit, gather ---------------------------------------------------------
+def _sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
+    """Row order for ORDER BY keys ``(column, descending, nulls_first)`` (stable)."""
+    if not keys:
+        return np.arange(n)
+    arrays = []
+    for col, desc, nulls_first in keys:
+        v = col.values
+        v = v.astype(np.int64) if v.dtype.kind == "b" else v
+        v = -v if desc else v
+        null = np.zeros(n, np.int8) if col.valid is None else (~col.valid).astype(np.int8)
+        arrays.append(-null if nulls_first else null)
+        arrays.append(v)
+    return np.lexsort(arrays[::-1])
+
+
+def _finish(plan: QueryPlan, frame: Frame, items: list[exp.Expression], comm: Any,
+            trace: _Trace, rewrite) -> Table:
+    select = plan.select
+    prep = rewrite or (lambda n: n)
+    names = [item.alias_or_name for item in items]
+    if len(set(names)) != len(names):
+        raise UnsupportedSQL(f"duplicate output column names {names}: use AS to rename")
+    out: dict[str, Column] = {}
+    for name, item in zip(names, items, strict=True):
+        out[name] = to_column(evaluate(prep(item.unalias()), frame), frame.nrows)
+    order = select.args.get("order")
+    order_keys = []
+    for i, o in enumerate(order.expressions if order else []):
+        target = o.this
+        if isinstance(target, exp.Column) and not target.table and target.name in out:
+            col = out[target.name]
+        else:
+            matches = [n for n, it in zip(names, items, strict=True)
+                       if _sql(it.unalias()) == _sql(target)]
+            col = out[matches[0]] if matches else to_column(
+                evaluate(prep(target), frame), frame.nrows)
+        out[f"\0order{i}"] = col
+        order_keys.append((f"\0order{i}", bool(o.args.get("desc")),
+                           bool(o.args.get("nulls_first"))))
+
+    def cut(cols: dict[str, Column], n: int) -> dict[str, Column]:
+        idx = _sort_order([(cols[k], d, nf) for k, d, nf in order_keys], n)
+        if plan.limit is not None:
+            idx = idx[: plan.limit]
+        return {k: c.take(idx) for k, c in cols.items()}
+
+    n = frame.nrows
+    if order_keys or plan.limit is not None:
+        out = cut(out, n)  # this rank's top rows
+    if comm.Get_size() > 1:
+        n_local = len(next(iter(out.values()))) if out else 0
+        out = ship(out, np.zeros(n_local, np.int64), comm)
+        if comm.Get_rank() == 0 and (order_keys or plan.limit is not None):
+            out = cut(out, len(next(iter(out.values()))))
+    result = Table({k: c for k, c in out.items() if not k.startswith("\0")})
+    label = "Project"
+    if order_keys:
+        label = f"Sort [{', '.join(_sql(o) for o in order.expressions)}]"
+    if plan.limit is not None:
+        label += f" Limit {plan.limit}"
+    trace.add(f"{label} -> gather on rank 0", result.num_rows)
+    return result

@@ -1,0 +1,104 @@
+"""Moving columns between ranks: hash-partitioned shuffle, broadcast (all-gather) and gather to
+rank 0, on raw buffers (never pickled). String dictionaries are global (merged when a table is
+read), so only the int32 codes travel; validity masks travel as bytes when any rank has one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from hpc.shuffle import hash_partition, shuffle
+
+from .table import Column
+
+__all__ = ["ship", "allgather_columns", "key_hash", "global_rows", "partition_by_keys"]
+
+
+def global_rows(n: int, comm: Any) -> int:
+    """Collective. The total row count over the ranks."""
+    return int(comm.allreduce(int(n), op=MPI.SUM)) if comm.Get_size() > 1 else int(n)
+
+
+def _with_masks(columns: dict[str, Column], comm: Any) -> list[str]:
+    """Names whose validity mask must travel (some rank has one)."""
+    local = [c.valid is not None for c in columns.values()]
+    flags = comm.allreduce(np.asarray(local, np.int64), op=MPI.SUM) if local else []
+    return [n for n, f in zip(columns, flags, strict=True) if f]
+
+
+def _arrays(columns: dict[str, Column], masked: list[str]) -> dict[str, np.ndarray]:
+    arrays = {n: np.ascontiguousarray(c.values) for n, c in columns.items()}
+    for n in masked:
+        c = columns[n]
+        valid = np.ones(len(c), bool) if c.valid is None else c.valid
+        arrays["\0valid:" + n] = np.ascontiguousarray(valid)
+    return arrays
+
+
+def _columns(template: dict[str, Column], arrays: dict[str, np.ndarray]) -> dict[str, Column]:
+    out = {}
+    for n, c in template.items():
+        valid = arrays.get("\0valid:" + n)
+        out[n] = Column(arrays[n], c.kind, c.dictionary, valid)
+    return out
+
+
+def ship(columns: dict[str, Column], dest: np.ndarray, comm: Any) -> dict[str, Column]:
+    """Collective. Send row ``i`` of every column to rank ``dest[i]`` (see
+    :func:`hpc.shuffle.shuffle`); kinds and dictionaries are kept."""
+    if comm.Get_size() == 1:
+        return columns
+    masked = _with_masks(columns, comm)
+    return _columns(columns, shuffle(_arrays(columns, masked), dest, comm))
+
+
+def allgather_columns(columns: dict[str, Column], comm: Any) -> dict[str, Column]:
+    """Collective. Every rank gets all rows of every rank (in rank order): a broadcast join's
+    small side."""
+    if comm.Get_size() == 1:
+        return columns
+    masked = _with_masks(columns, comm)
+    arrays = _arrays(columns, masked)
+    n = len(next(iter(columns.values()))) if columns else 0
+    counts = np.asarray(comm.allgather(n), dtype=np.int64)
+    displ = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    out = {}
+    for name, a in arrays.items():
+        item = a.dtype.itemsize
+        recv = np.empty(int(counts.sum()), dtype=a.dtype)
+        comm.Allgatherv(
+            [a.view(np.uint8), MPI.BYTE],
+            [recv.view(np.uint8), (counts * item, displ * item), MPI.BYTE],
+        )
+        out[name] = recv
+    return _columns(columns, out)
+
+
+def _as_int64(c: Column) -> np.ndarray:
+    v = c.values
+    if v.dtype.kind == "f":
+        v = (v.astype(np.float64) + 0.0).view(np.int64)
+    v = v.astype(np.int64, copy=False)
+    if c.valid is not None:
+        v = np.where(c.valid, v, np.int64(-0x7FFF_FFFF_FFFF_FFF1))
+    return v
+
+
+def key_hash(keys: list[Column]) -> np.ndarray:
+    """One uint64 per row from several key columns, equal wherever the keys are equal (values
+    compared as SQL GROUP BY does: nulls equal each other)."""
+    h = np.zeros(len(keys[0]) if keys else 0, dtype=np.uint64)
+    for c in keys:
+        v = _as_int64(c).view(np.uint64)
+        h = (h * np.uint64(0x100000001B3)) ^ (v * np.uint64(0x9E3779B97F4A7C15))
+    return h
+
+
+def partition_by_keys(columns: dict[str, Column], keys: list[Column], comm: Any) -> dict[str, Column]:
+    """Collective. Rows with equal keys meet on one rank (the key hash names the rank)."""
+    if comm.Get_size() == 1:
+        return columns
+    dest = hash_partition(key_hash(keys).view(np.int64), comm.Get_size())
+    return ship(columns, dest, comm)

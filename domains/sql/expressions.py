@@ -1,0 +1,479 @@
+"""Vectorised evaluation of (qualified) sqlglot expressions over a frame of columns.
+
+Every operator works on whole columns (NumPy), never row by row. String predicates (``=``,
+``<``, ``IN``, ``LIKE``, ``SUBSTRING``) run on the column's small sorted dictionary and map
+back through the int32 codes. Nulls follow SQL: arithmetic and comparisons with a null are
+null, ``AND``/``OR`` use three-valued logic, a filter keeps rows whose predicate is true.
+``date +/- INTERVAL`` and other constant sub-expressions fold to scalars.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+from sqlglot import exp
+
+from .errors import SQLError, UnsupportedSQL, describe
+from .table import Column
+
+__all__ = ["Frame", "Value", "evaluate", "column_key", "to_column", "predicate_mask"]
+
+_EPOCH = dt.date(1970, 1, 1)
+
+
+@dataclass
+class Frame:
+    """Columns of equal length ``nrows``, named ``"alias.column"`` (or internal names)."""
+
+    columns: dict[str, Column]
+    nrows: int
+
+
+@dataclass
+class Value:
+    """An evaluated expression: ``values`` is an array of ``nrows`` or a 0-d scalar;
+    ``kind`` as :class:`Column` plus ``"text"`` for a string constant (its ``text``)."""
+
+    values: np.ndarray
+    kind: str
+    dictionary: np.ndarray | None = None
+    valid: np.ndarray | None = None
+    text: str | None = None
+
+    @property
+    def scalar(self) -> bool:
+        return np.ndim(self.values) == 0
+
+
+def column_key(node: exp.Column) -> str:
+    """The frame name of a column reference: ``"alias.column"``, or the bare name."""
+    return f"{node.table}.{node.name}" if node.table else node.name
+
+
+def to_column(v: Value, nrows: int) -> Column:
+    """A full-length column from a value (scalars broadcast; text constants get a dictionary)."""
+    if v.kind == "text":
+        return Column(np.zeros(nrows, np.int32), "string", np.asarray([v.text], dtype=object))
+    values = np.broadcast_to(v.values, (nrows,)).copy() if v.scalar else v.values
+    valid = v.valid
+    if valid is not None and np.ndim(valid) == 0:
+        valid = None if bool(valid) else np.zeros(nrows, bool)
+    return Column(values, v.kind, v.dictionary, valid)
+
+
+def predicate_mask(v: Value, nrows: int) -> np.ndarray:
+    """Rows where a boolean value is true (null counts as false)."""
+    if v.kind != "bool":
+        raise SQLError(f"a filter must be boolean, got a {v.kind} expression")
+    mask = np.broadcast_to(np.asarray(v.values, bool), (nrows,))
+    if v.valid is not None:
+        mask = mask & np.broadcast_to(v.valid, (nrows,))
+    return np.asarray(mask)
+
+
+# ---------------------------------------------------------------------------------------------
+def evaluate(node: exp.Expression, frame: Frame) -> Value:
+    """Evaluate ``node`` over ``frame``.
+
+    Raises
+    ------
+    UnsupportedSQL
+        For a construct this engine does not evaluate (named, with its position).
+    SQLError
+        For a type mismatch (e.g. a string compared with a number) or an unknown column.
+    """
+    handler = _HANDLERS.get(type(node))
+    if handler is None:
+        raise UnsupportedSQL(f"unsupported expression {describe(node)}")
+    return handler(node, frame)
+
+
+def _column(node: exp.Column, frame: Frame) -> Value:
+    key = column_key(node)
+    col = frame.columns.get(key)
+    if col is None:
+        raise SQLError(f"unknown column {node.sql()}{_where(node)}")
+    return Value(col.values, col.kind, col.dictionary, col.valid)
+
+
+def _where(node: exp.Expression) -> str:
+    return describe(node).split(")", 1)[-1] if "line" in str(node.meta) else ""
+
+
+def _literal(node: exp.Literal, frame: Frame) -> Value:
+    if node.is_string:
+        return Value(np.asarray(0), "text", text=node.this)
+    text = node.this
+    if re.fullmatch(r"[+-]?\d+", text):
+        return Value(np.asarray(int(text), np.int64), "int")
+    return Value(np.asarray(float(text)), "float")
+
+
+def _null(node: exp.Null, frame: Frame) -> Value:
+    return Value(np.asarray(0), "int", valid=np.asarray(False))
+
+
+def _boolean(node: exp.Boolean, frame: Frame) -> Value:
+    return Value(np.asarray(bool(node.this)), "bool")
+
+
+def _days(text: str, node: exp.Expression) -> int:
+    try:
+        return (dt.date.fromisoformat(text.strip()) - _EPOCH).days
+    except ValueError:
+        raise SQLError(f"not a date: {text!r} in {describe(node)}") from None
+
+
+def _cast(node: exp.Cast, frame: Frame) -> Value:
+    to = node.to.this
+    inner = evaluate(node.this, frame)
+    if to == exp.DataType.Type.DATE:
+        if inner.kind == "text":
+            return Value(np.asarray(_days(inner.text or "", node), np.int32), "date")
+        if inner.kind == "date":
+            return inner
+    if to in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL):
+        if inner.kind in ("int", "float", "bool"):
+            return Value(np.asarray(inner.values, np.float64), "float", valid=inner.valid)
+    if to in (exp.DataType.Type.INT, exp.DataType.Type.BIGINT) and inner.kind in ("int", "bool"):
+        return Value(np.asarray(inner.values, np.int64), "int", valid=inner.valid)
+    raise UnsupportedSQL(f"unsupported cast {describe(node)}")
+
+
+def _paren(node: exp.Paren, frame: Frame) -> Value:
+    return evaluate(node.this, frame)
+
+
+def _alias(node: exp.Alias, frame: Frame) -> Value:
+    return evaluate(node.this, frame)
+
+
+def _and_valid(*values: Value) -> np.ndarray | None:
+    masks = [v.valid for v in values if v.valid is not None]
+    if not masks:
+        return None
+    out = masks[0]
+    for m in masks[1:]:
+        out = out & m
+    return out
+
+
+# -- arithmetic -------------------------------------------------------------------------------
+_INTERVAL_UNITS = {"DAY": "D", "DAYS": "D", "MONTH": "M", "MONTHS": "M", "YEAR": "Y", "YEARS": "Y"}
+
+
+def _interval(node: exp.Interval) -> tuple[int, str]:
+    unit = _INTERVAL_UNITS.get(str(node.unit.name if node.unit else "").upper())
+    amount = node.this.this if isinstance(node.this, exp.Literal) else None
+    if unit is None or amount is None or not re.fullmatch(r"[+-]?\d+", str(amount).strip()):
+        raise UnsupportedSQL(f"unsupported interval {describe(node)}")
+    return int(str(amount).strip()), unit
+
+
+def _shift_dates(days: np.ndarray, n: int, unit: str) -> np.ndarray:
+    """Dates moved by ``n`` days, months or years (a month end clips, as SQL's does)."""
+    d = np.asarray(days, dtype="int64").astype("datetime64[D]")
+    if unit == "D":
+        return (d + np.timedelta64(n, "D")).astype(np.int64).astype(np.int32)
+    months = n if unit == "M" else 12 * n
+    month = d.astype("datetime64[M]")
+    offset = (d - month.astype("datetime64[D]")).astype(np.int64)
+    target = month + np.timedelta64(months, "M")
+    length = ((target + 1).astype("datetime64[D]") - target.astype("datetime64[D]")).astype(int)
+    out = target.astype("datetime64[D]") + np.minimum(offset, length - 1)
+    return out.astype(np.int64).astype(np.int32)
+
+
+def _numeric(v: Value, node: exp.Expression) -> None:
+    if v.kind not in ("int", "float", "bool"):
+        raise SQLError(f"type mismatch: arithmetic on a {v.kind} value in {describe(node)}")
+
+
+def _decimal(node: exp.Expression) -> Decimal | None:
+    """The exact value of constant arithmetic on numeric literals (SQL's literals are
+    decimals: ``0.06 + 0.01`` is 0.07, not the float64 sum 0.06999...), else None."""
+    if isinstance(node, exp.Literal) and not node.is_string:
+        return Decimal(node.this)
+    if isinstance(node, exp.Paren | exp.Neg):
+        inner = _decimal(node.this)
+        return None if inner is None else (-inner if isinstance(node, exp.Neg) else inner)
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div):
+        a, b = _decimal(node.this), _decimal(node.expression)
+        if a is None or b is None or (isinstance(node, exp.Div) and b == 0):
+            return None
+        if isinstance(node, exp.Add):
+            return a + b
+        if isinstance(node, exp.Sub):
+            return a - b
+        return a * b if isinstance(node, exp.Mul) else a / b
+    return None
+
+
+def _arith(node: exp.Binary, frame: Frame) -> Value:
+    constant = _decimal(node)
+    if constant is not None:
+        if constant == constant.to_integral_value() and not isinstance(node, exp.Div) and all(
+            "." not in lit.this and "e" not in lit.this.lower()
+            for lit in node.find_all(exp.Literal)
+        ):
+            return Value(np.asarray(int(constant), np.int64), "int")
+        return Value(np.asarray(float(constant)), "float")
+    if isinstance(node.expression, exp.Interval):
+        left = evaluate(node.this, frame)
+        if left.kind != "date":
+            raise SQLError(f"type mismatch: INTERVAL added to a {left.kind} in {describe(node)}")
+        n, unit = _interval(node.expression)
+        shifted = _shift_dates(left.values, n if isinstance(node, exp.Add) else -n, unit)
+        return Value(shifted.reshape(np.shape(left.values)), "date", valid=left.valid)
+    a, b = evaluate(node.this, frame), evaluate(node.expression, frame)
+    valid = _and_valid(a, b)
+    if isinstance(node, exp.Sub) and a.kind == b.kind == "date":
+        return Value(np.asarray(a.values, np.int64) - b.values, "int", valid=valid)
+    if a.kind == "date" and b.kind == "int" and isinstance(node, exp.Add | exp.Sub):
+        sign = 1 if isinstance(node, exp.Add) else -1
+        return Value((a.values + sign * b.values).astype(np.int32), "date", valid=valid)
+    _numeric(a, node)
+    _numeric(b, node)
+    x, y = a.values, b.values
+    if isinstance(node, exp.Add):
+        out = x + y
+    elif isinstance(node, exp.Sub):
+        out = x - y
+    elif isinstance(node, exp.Mul):
+        out = x * y
+    else:  # division is real division, a zero divisor gives null
+        y = np.asarray(y, np.float64)
+        zero = y == 0
+        out = np.asarray(x, np.float64) / np.where(zero, 1.0, y)
+        if np.any(zero):
+            valid = ~zero if valid is None else valid & ~zero
+    kind = "float" if np.asarray(out).dtype.kind == "f" else "int"
+    return Value(np.asarray(out), kind, valid=valid)
+
+
+def _neg(node: exp.Neg, frame: Frame) -> Value:
+    v = evaluate(node.this, frame)
+    _numeric(v, node)
+    return Value(-v.values, v.kind, valid=v.valid)
+
+
+# -- comparisons ------------------------------------------------------------------------------
+_CMP = {
+    exp.EQ: np.equal,
+    exp.NEQ: np.not_equal,
+    exp.GT: np.greater,
+    exp.GTE: np.greater_equal,
+    exp.LT: np.less,
+    exp.LTE: np.less_equal,
+}
+
+
+def _text_bound(dictionary: np.ndarray, text: str, op: type) -> tuple[Any, type]:
+    """A code threshold equivalent to comparing strings with ``text`` (dictionary sorted)."""
+    words = dictionary.astype(str)
+    lo = int(np.searchsorted(words, text, side="left"))
+    hi = int(np.searchsorted(words, text, side="right"))
+    if op in (exp.EQ, exp.NEQ):
+        return (lo if hi > lo else -1), op  # -1: no code equals text
+    if op is exp.LT:
+        return lo, exp.LT  # codes below the first >= text
+    if op is exp.GTE:
+        return lo, exp.GTE
+    if op is exp.LTE:
+        return hi, exp.LT
+    return hi, exp.GTE  # GT
+
+
+def _merged_codes(a: Value, b: Value) -> tuple[np.ndarray, np.ndarray]:
+    """Codes of two string values in one shared sorted dictionary."""
+    if a.dictionary is b.dictionary or np.array_equal(a.dictionary, b.dictionary):
+        return a.values, b.values
+    merged = np.unique(np.concatenate([a.dictionary.astype(str), b.dictionary.astype(str)]))
+    ra = np.searchsorted(merged, a.dictionary.astype(str)).astype(np.int32)
+    rb = np.searchsorted(merged, b.dictionary.astype(str)).astype(np.int32)
+    return ra[a.values], rb[b.values]
+
+
+def _compare(node: exp.Binary, frame: Frame) -> Value:
+    a, b = evaluate(node.this, frame), evaluate(node.expression, frame)
+    op = type(node)
+    if b.kind == "string" and a.kind == "text":  # constant on the left: mirror
+        mirror = {exp.LT: exp.GT, exp.GT: exp.LT, exp.LTE: exp.GTE, exp.GTE: exp.LTE}
+        a, b, op = b, a, mirror.get(op, op)
+    valid = _and_valid(a, b)
+    if a.kind == "string" and b.kind == "text":
+        code, op = _text_bound(a.dictionary, b.text or "", op)
+        return Value(_CMP[op](a.values, code), "bool", valid=valid)
+    if a.kind == "text" and b.kind == "text":
+        return Value(np.asarray(_CMP[op](np.asarray(a.text), np.asarray(b.text))), "bool")
+    if a.kind == "string" and b.kind == "string":
+        x, y = _merged_codes(a, b)
+        return Value(_CMP[op](x, y), "bool", valid=valid)
+    if a.kind == "date" and b.kind == "text":
+        b = Value(np.asarray(_days(b.text or "", node), np.int32), "date")
+    comparable = {a.kind, b.kind} <= {"int", "float", "bool"} or a.kind == b.kind
+    if not comparable:
+        raise SQLError(f"type mismatch: {a.kind} compared with {b.kind} in {describe(node)}")
+    return Value(_CMP[op](a.values, b.values), "bool", valid=valid)
+
+
+def _between(node: exp.Between, frame: Frame) -> Value:
+    lo = exp.GTE(this=node.this, expression=node.args["low"])
+    hi = exp.LTE(this=node.this, expression=node.args["high"])
+    return _logic(exp.And(this=lo, expression=hi), frame)
+
+
+def _in(node: exp.In, frame: Frame) -> Value:
+    if node.args.get("query") is not None:
+        raise UnsupportedSQL(f"IN (subquery) is not supported yet: {describe(node)}")
+    v = evaluate(node.this, frame)
+    items = [evaluate(e, frame) for e in node.expressions]
+    if v.kind == "string":
+        if any(i.kind != "text" for i in items):
+            raise SQLError(f"type mismatch: IN list of a string column in {describe(node)}")
+        table = np.isin(v.dictionary.astype(str), [i.text for i in items])
+        return Value(table[v.values], "bool", valid=v.valid)
+    if any(i.kind == "text" for i in items):
+        if v.kind != "date":
+            raise SQLError(f"type mismatch: {v.kind} IN a list of strings in {describe(node)}")
+        items = [Value(np.asarray(_days(i.text or "", node)), "date") for i in items]
+    return Value(np.isin(v.values, [i.values for i in items]), "bool", valid=v.valid)
+
+
+def _like_regex(pattern: str) -> re.Pattern[str]:
+    out = []
+    for ch in pattern:
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _like(node: exp.Like, frame: Frame) -> Value:
+    v, p = evaluate(node.this, frame), evaluate(node.expression, frame)
+    if v.kind != "string" or p.kind != "text":
+        raise UnsupportedSQL(f"LIKE needs a string column and a constant pattern: {describe(node)}")
+    rx = _like_regex(p.text or "")
+    table = np.fromiter((rx.fullmatch(w) is not None for w in v.dictionary.astype(str)), bool,
+                        count=len(v.dictionary))
+    return Value(table[v.values] if len(table) else np.zeros(len(v.values), bool), "bool",
+                 valid=v.valid)
+
+
+# -- logic ------------------------------------------------------------------------------------
+def _bool(v: Value, node: exp.Expression) -> Value:
+    if v.kind != "bool":
+        raise SQLError(f"type mismatch: {v.kind} used as a condition in {describe(node)}")
+    return v
+
+
+def _logic(node: exp.Connector, frame: Frame) -> Value:
+    a = _bool(evaluate(node.this, frame), node)
+    b = _bool(evaluate(node.expression, frame), node)
+    ta = a.values if a.valid is None else a.values & a.valid  # known true
+    tb = b.values if b.valid is None else b.values & b.valid
+    if isinstance(node, exp.And):
+        fa = ~a.values if a.valid is None else ~a.values & a.valid  # known false
+        fb = ~b.values if b.valid is None else ~b.values & b.valid
+        if a.valid is None and b.valid is None:
+            return Value(a.values & b.values, "bool")
+        return Value(ta & tb, "bool", valid=(ta & tb) | fa | fb)
+    if a.valid is None and b.valid is None:
+        return Value(a.values | b.values, "bool")
+    known = ta | tb | ((a.valid if a.valid is not None else True) &
+                       (b.valid if b.valid is not None else True))
+    return Value(ta | tb, "bool", valid=np.asarray(known))
+
+
+def _not(node: exp.Not, frame: Frame) -> Value:
+    v = _bool(evaluate(node.this, frame), node)
+    return Value(~np.asarray(v.values), "bool", valid=v.valid)
+
+
+def _is(node: exp.Is, frame: Frame) -> Value:
+    if not isinstance(node.expression, exp.Null):
+        raise UnsupportedSQL(f"unsupported IS {describe(node)}")
+    v = evaluate(node.this, frame)
+    isnull = np.zeros(np.shape(v.values), bool) if v.valid is None else ~np.asarray(v.valid)
+    return Value(isnull, "bool")
+
+
+def _case(node: exp.Case, frame: Frame) -> Value:
+    if node.this is not None:
+        raise UnsupportedSQL(f"CASE <operand> WHEN is not supported, use CASE WHEN: {describe(node)}")
+    conditions = [predicate_mask(evaluate(i.this, frame), frame.nrows) for i in node.args["ifs"]]
+    results = [evaluate(i.args["true"], frame) for i in node.args["ifs"]]
+    default = node.args.get("default")
+    results.append(evaluate(default, frame) if default is not None else _null(exp.Null(), frame))
+    kinds = {r.kind for r in results if not (r.valid is not None and np.ndim(r.valid) == 0)}
+    if not kinds <= {"int", "float", "bool"} and len(kinds) > 1:
+        raise UnsupportedSQL(f"CASE results of kinds {sorted(kinds)}: {describe(node)}")
+    if kinds - {"int", "float", "bool", "date"}:
+        raise UnsupportedSQL(f"CASE with string results is not supported: {describe(node)}")
+    n = frame.nrows
+    values = np.select(conditions, [np.broadcast_to(r.values, (n,)) for r in results[:-1]],
+                       np.broadcast_to(results[-1].values, (n,)))
+    valids = [np.broadcast_to(True if r.valid is None else r.valid, (n,)) for r in results]
+    valid = np.select(conditions, valids[:-1], valids[-1])
+    kind = "float" if values.dtype.kind == "f" else (kinds.pop() if len(kinds) == 1 else "int")
+    return Value(values, kind, valid=None if valid.all() else valid)
+
+
+def _extract(node: exp.Extract, frame: Frame) -> Value:
+    part = str(node.this.name).upper()
+    v = evaluate(node.expression, frame)
+    if v.kind != "date" or part not in ("YEAR", "MONTH", "DAY"):
+        raise UnsupportedSQL(f"EXTRACT supports YEAR, MONTH, DAY of a date: {describe(node)}")
+    d = np.asarray(v.values, np.int64).astype("datetime64[D]")
+    year = d.astype("datetime64[Y]")
+    if part == "YEAR":
+        out = year.astype(np.int64) + 1970
+    elif part == "MONTH":
+        out = d.astype("datetime64[M]").astype(np.int64) % 12 + 1
+    else:
+        out = (d - d.astype("datetime64[M]").astype("datetime64[D]")).astype(np.int64) + 1
+    return Value(np.asarray(out, np.int64), "int", valid=v.valid)
+
+
+def _substring(node: exp.Substring, frame: Frame) -> Value:
+    v = evaluate(node.this, frame)
+    start, length = node.args.get("start"), node.args.get("length")
+    s = evaluate(start, frame) if start is not None else Value(np.asarray(1), "int")
+    n = evaluate(length, frame) if length is not None else None
+    if v.kind != "string" or not s.scalar or (n is not None and not n.scalar):
+        raise UnsupportedSQL(f"SUBSTRING of a string column by constants: {describe(node)}")
+    lo = max(int(s.values) - 1, 0)
+    hi = None if n is None else lo + int(n.values)
+    words = np.asarray([w[lo:hi] for w in v.dictionary.astype(str)], dtype=object)
+    dictionary, codes = np.unique(words.astype(str), return_inverse=True)
+    return Value(codes.astype(np.int32)[v.values], "string", dictionary.astype(object), v.valid)
+
+
+_HANDLERS: dict[type, Any] = {
+    exp.Column: _column,
+    exp.Literal: _literal,
+    exp.Null: _null,
+    exp.Boolean: _boolean,
+    exp.Cast: _cast,
+    exp.Paren: _paren,
+    exp.Alias: _alias,
+    exp.Add: _arith,
+    exp.Sub: _arith,
+    exp.Mul: _arith,
+    exp.Div: _arith,
+    exp.Neg: _neg,
+    exp.Between: _between,
+    exp.In: _in,
+    exp.Like: _like,
+    exp.And: _logic,
+    exp.Or: _logic,
+    exp.Not: _not,
+    exp.Is: _is,
+    exp.Case: _case,
+    exp.Extract: _extract,
+    exp.Substring: _substring,
+    **{op: _compare for op in _CMP},
+}
