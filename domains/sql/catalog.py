@@ -155,7 +155,8 @@ class Catalog:
         cols = {}
         for c, a in arrays.items():
             if a.dtype.kind == "M":
-                cols[c] = Column(a.astype("datetime64[D]").astype(np.int64).astype(np.int32), "date")
+                days = a.astype("datetime64[D]").astype(np.int64).astype(np.int32)
+                cols[c] = Column(days, "date")
             elif a.dtype.kind in "US":
                 words = a.astype(str)
                 dictionary, codes = np.unique(words, return_inverse=True)

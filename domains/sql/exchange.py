@@ -96,7 +96,9 @@ def key_hash(keys: list[Column]) -> np.ndarray:
     return h
 
 
-def partition_by_keys(columns: dict[str, Column], keys: list[Column], comm: Any) -> dict[str, Column]:
+def partition_by_keys(
+    columns: dict[str, Column], keys: list[Column], comm: Any
+) -> dict[str, Column]:
     """Collective. Rows with equal keys meet on one rank (the key hash names the rank)."""
     if comm.Get_size() == 1:
         return columns

@@ -403,7 +403,8 @@ def _is(node: exp.Is, frame: Frame) -> Value:
 
 def _case(node: exp.Case, frame: Frame) -> Value:
     if node.this is not None:
-        raise UnsupportedSQL(f"CASE <operand> WHEN is not supported, use CASE WHEN: {describe(node)}")
+        raise UnsupportedSQL(f"CASE <operand> WHEN is not supported (use CASE WHEN): "
+                             f"{describe(node)}")
     conditions = [predicate_mask(evaluate(i.this, frame), frame.nrows) for i in node.args["ifs"]]
     results = [evaluate(i.args["true"], frame) for i in node.args["ifs"]]
     default = node.args.get("default")
