@@ -18,7 +18,23 @@ def _compile() -> dict[str, Any]:
     from numba import njit
 
     @njit(nogil=True)
-    def factorise(keys, capacity):  # type: ignore[no-untyped-def]
+    def factorise_dense(keys, lo, span):  # type: ignore[no-untyped-def]
+        # keys in [lo, lo + span): a direct table instead of hashing
+        slot_id = np.full(span, -1, dtype=np.int64)
+        ids = np.empty(keys.shape[0], dtype=np.int64)
+        n = 0
+        for i in range(keys.shape[0]):
+            s = keys[i] - lo
+            if slot_id[s] == -1:
+                slot_id[s] = n
+                n += 1
+            ids[i] = slot_id[s]
+        return ids, n
+
+    @njit(nogil=True)
+    def factorise(keys):  # type: ignore[no-untyped-def]
+        # open addressing; the table doubles when half full, so few groups stay in cache
+        capacity = 1024
         mask = capacity - 1
         slot_key = np.zeros(capacity, dtype=np.int64)
         slot_id = np.full(capacity, -1, dtype=np.int64)
@@ -34,8 +50,45 @@ def _compile() -> dict[str, Any]:
                 slot_key[s] = k
                 slot_id[s] = n
                 n += 1
-            ids[i] = slot_id[s]
+                if 2 * n > capacity:
+                    old_key, old_id = slot_key, slot_id
+                    capacity *= 2
+                    mask = capacity - 1
+                    slot_key = np.zeros(capacity, dtype=np.int64)
+                    slot_id = np.full(capacity, -1, dtype=np.int64)
+                    for j in range(old_key.shape[0]):
+                        if old_id[j] != -1:
+                            hj = np.uint64(old_key[j]) * np.uint64(0x9E3779B97F4A7C15)
+                            t = np.int64((hj >> np.uint64(29)) & np.uint64(mask))
+                            while slot_id[t] != -1:
+                                t = (t + 1) & mask
+                            slot_key[t] = old_key[j]
+                            slot_id[t] = old_id[j]
+                ids[i] = n - 1
+            else:
+                ids[i] = slot_id[s]
         return ids, n
+
+    @njit(nogil=True)
+    def first_rows(ids, n):  # type: ignore[no-untyped-def]
+        first = np.empty(n, dtype=np.int64)
+        seen = 0
+        for i in range(ids.shape[0]):
+            if ids[i] == seen:  # ids are numbered in order of first appearance
+                first[seen] = i
+                seen += 1
+        return first
+
+    @njit(nogil=True)
+    def sum_count(ids, values, valid, ngroups, total):  # type: ignore[no-untyped-def]
+        # one pass: per-group sum and count of the valid rows
+        counts = np.zeros(ngroups, dtype=np.int64)
+        for i in range(ids.shape[0]):
+            if valid[i]:
+                g = ids[i]
+                total[g] += values[i]
+                counts[g] += 1
+        return total, counts
 
     @njit(nogil=True)
     def minmax(ids, values, valid, ngroups, want_max):  # type: ignore[no-untyped-def]
@@ -50,7 +103,13 @@ def _compile() -> dict[str, Any]:
                     seen[g] = True
         return out, seen
 
-    return {"factorise": factorise, "minmax": minmax}
+    return {
+        "factorise": factorise,
+        "factorise_dense": factorise_dense,
+        "first_rows": first_rows,
+        "minmax": minmax,
+        "sum_count": sum_count,
+    }
 
 
 def group_ids(keys: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
@@ -62,11 +121,15 @@ def group_ids(keys: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
     if np.issubdtype(k.dtype, np.floating):  # by value: bits of the float64, -0.0 as 0.0
         k = (k.astype(np.float64) + 0.0).view(np.int64)
     k = k.astype(np.int64, copy=False)
-    capacity = 1 << max(4, int(2 * max(len(k), 1) - 1).bit_length())
-    ids, n = _kernels["factorise"](k, capacity)
-    first = np.full(n, len(k), dtype=np.int64)
-    np.minimum.at(first, ids, np.arange(len(k)))
-    return ids, int(n), first
+    kern = _kernels
+    if len(k) == 0:
+        return np.zeros(0, np.int64), 0, np.zeros(0, np.int64)
+    lo, hi = int(k.min()), int(k.max())
+    if hi - lo < max(4 * len(k), 1 << 16) and hi - lo < 1 << 26:  # small key range
+        ids, n = kern["factorise_dense"](k, lo, hi - lo + 1)
+    else:
+        ids, n = kern["factorise"](k)
+    return ids, int(n), kern["first_rows"](ids, n)
 
 
 def combine_ids(columns: list[np.ndarray], valids: list[np.ndarray | None]) -> np.ndarray:
@@ -100,20 +163,17 @@ def reduce_groups(
     n = len(ids)
     ok = np.ones(n, dtype=bool) if valid is None else valid
     if op == "count":
-        w = ok if values is not None else np.ones(n, dtype=bool)
-        return np.bincount(ids, weights=w, minlength=ngroups).astype(np.int64), None
+        if values is None or valid is None:
+            return np.bincount(ids, minlength=ngroups).astype(np.int64), None
+        return np.bincount(ids, weights=ok, minlength=ngroups).astype(np.int64), None
     if values is None:
         raise ValueError(f"aggregate {op!r} needs a value column")
-    counts = np.bincount(ids, weights=ok, minlength=ngroups)
-    present = counts > 0
     if op in ("sum", "avg"):
-        v = np.where(ok, values, 0).astype(np.float64 if op == "avg" else values.dtype)
-        if np.issubdtype(v.dtype, np.integer):
-            total = np.zeros(ngroups, dtype=np.int64)
-            np.add.at(total, ids, v)
-        else:
-            # float64 even for empty input (bincount then returns int64)
-            total = np.bincount(ids, weights=v, minlength=ngroups).astype(np.float64)
+        integer = np.issubdtype(values.dtype, np.integer) or values.dtype == np.bool_
+        acc = np.int64 if integer and op == "sum" else np.float64
+        v = values.astype(acc, copy=False)
+        total, counts = _kernels["sum_count"](ids, v, ok, ngroups, np.zeros(ngroups, acc))
+        present = counts > 0
         if op == "avg":
             return np.divide(total, counts, out=np.zeros(ngroups), where=present), present
         return total, present

@@ -134,8 +134,7 @@ def _run(plan: QueryPlan, catalog: Catalog, comm: Any, options: QueryOptions | N
 
 def _filter(frame: Frame, term: exp.Expression) -> Frame:
     mask = predicate_mask(evaluate(term, frame), frame.nrows)
-    index = np.flatnonzero(mask)
-    return Frame({n: c.take(index) for n, c in frame.columns.items()}, len(index))
+    return Frame({n: c.compress(mask) for n, c in frame.columns.items()}, int(mask.sum()))
 
 
 def _sql(node: exp.Expression) -> str:

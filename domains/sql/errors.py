@@ -19,8 +19,8 @@ class UnsupportedSQL(SQLError):
 def position(node: Any) -> str:
     """``" at line L, column C"`` from the node (or the first descendant) that carries a
     position; empty when sqlglot recorded none."""
-    places = [
-        (n.meta["line"], n.meta["col"])
+    places = [  # sqlglot's col is a token's last character: report its first
+        (n.meta["line"], n.meta["col"] - (n.meta.get("end", 0) - n.meta.get("start", 0)))
         for n in (node.walk() if hasattr(node, "walk") else ())
         if "line" in (getattr(n, "meta", None) or {}) and "col" in n.meta
     ]

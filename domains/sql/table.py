@@ -29,8 +29,16 @@ class Column:
     def __len__(self) -> int:
         return int(self.values.shape[0])
 
+    def compress(self, mask: np.ndarray) -> Column:
+        """The rows where ``mask`` is true (a filter)."""
+        valid = None if self.valid is None else self.valid[mask]
+        return Column(self.values[mask], self.kind, self.dictionary, valid)
+
     def take(self, index: np.ndarray) -> Column:
         """Rows ``index`` (``-1``: a null row, as an outer join produces)."""
+        if len(self) and (len(index) == 0 or int(index.min()) >= 0):
+            valid = None if self.valid is None else self.valid[index]
+            return Column(self.values[index], self.kind, self.dictionary, valid)
         missing = index < 0
         values = self.values[np.where(missing, 0, index)] if len(self) else self.values[:0]
         if len(self) == 0 and len(index):
@@ -117,6 +125,18 @@ def _from_arrow_column(name: str, chunked: Any) -> Column:
     valid = None
     if arr.null_count:
         valid = np.asarray(pc.is_valid(arr).to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_dictionary(t):  # Parquet's own dictionary: no re-encoding of the strings
+        if hasattr(chunked, "unify_dictionaries"):
+            chunked = chunked.unify_dictionaries()
+            arr = chunked.combine_chunks() if chunked.num_chunks else arr
+        words = np.asarray(arr.dictionary.cast(pa.string()).to_pylist(), dtype=object)
+        order = np.argsort(words.astype(str), kind="stable")
+        rank = np.empty(len(order), dtype=np.int32)
+        rank[order] = np.arange(len(order), dtype=np.int32)
+        indices = arr.indices.fill_null(0).to_numpy(zero_copy_only=False)
+        codes = rank[indices] if len(rank) else indices.astype(np.int32)
+        column = Column(codes.astype(np.int32, copy=False), "string", words[order], valid)
+        return _dedupe(column)
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         words = arr.cast(pa.string()).fill_null("")
         encoded = pc.dictionary_encode(words)
@@ -147,6 +167,22 @@ def _from_arrow_column(name: str, chunked: Any) -> Column:
     raise TypeError(f"column {name!r}: unsupported Arrow type {t}")
 
 
+def _is_text(t: Any) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
+def _dedupe(c: Column) -> Column:
+    """One code per distinct string (a dictionary may repeat a value)."""
+    words = c.dictionary.astype(str)
+    if len(words) < 2 or (words[1:] != words[:-1]).all():
+        return c
+    unique, first = np.unique(words, return_index=True)
+    remap = np.searchsorted(unique, words).astype(np.int32)
+    return Column(remap[c.values], "string", c.dictionary[first], c.valid)
+
+
 def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None) -> Table:
     """Collective. This rank's part of a Parquet file: whole row groups when there are at
     least as many as ranks (contiguous runs, balanced by rows), else a contiguous row range.
@@ -159,7 +195,9 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None) 
     comm = resolve_comm(comm)
     size, rank = comm.Get_size(), comm.Get_rank()
     try:
-        pf = pq.ParquetFile(path)
+        schema = pq.read_schema(path)
+        strings = [f.name for f in schema if _is_text(f.type)]
+        pf = pq.ParquetFile(path, read_dictionary=strings)
     except Exception as exc:  # noqa: BLE001 - name the file whatever pyarrow raised
         raise OSError(f"{path}: not a readable Parquet file ({exc})") from exc
     if columns is not None:

@@ -1,0 +1,61 @@
+"""Parquet tables to one HDF5 file of hpc.io tables (and so to parallel storage), every rank
+writing its own rows. The file appears only when complete (written beside, then renamed)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hpc.comm import resolve_comm
+
+from .catalog import Catalog
+from .errors import SQLError
+
+__all__ = ["convert"]
+
+
+def _numpy_column(table: str, name: str, c: Any) -> np.ndarray:
+    if c.valid is not None and not c.valid.all():
+        raise SQLError(f"table {table!r} column {name!r}: has nulls, which hpc.io tables "
+                       "do not store")
+    if c.kind == "string":
+        return c.dictionary.astype(str)[c.values] if len(c) else np.zeros(0, dtype="U1")
+    if c.kind == "date":
+        return c.values.astype(np.int64).astype("datetime64[D]")
+    return c.values
+
+
+def convert(source: str | os.PathLike[str], out: str | os.PathLike[str],
+            comm: Any = None) -> Path:
+    """Collective. Copy every Parquet table of directory ``source`` into HDF5 file ``out``
+    (one hpc.io table per Parquet table: strings, dates as ``datetime64[D]``, numbers).
+
+    Raises
+    ------
+    SQLError
+        If ``source`` holds no Parquet tables, or a column has nulls.
+    """
+    from hpc.io import write_table
+
+    comm = resolve_comm(comm)
+    catalog = Catalog.from_directory(source)
+    out = Path(out)
+    partial = out.with_name(out.name + ".partial")
+    try:
+        for name in catalog.tables:
+            table = catalog.load(name, catalog.columns(name), comm)
+            columns = {c: _numpy_column(name, c, col) for c, col in table.columns.items()}
+            write_table(str(partial), name, columns, comm=comm)
+    except BaseException:
+        comm.Barrier()
+        if comm.Get_rank() == 0:
+            partial.unlink(missing_ok=True)
+        raise
+    comm.Barrier()
+    if comm.Get_rank() == 0:
+        partial.replace(out)
+    comm.Barrier()
+    return out
