@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 __all__ = ["group_ids", "combine_ids", "reduce_groups", "AGGREGATES"]
 
@@ -14,95 +15,99 @@ AGGREGATES = ("sum", "count", "min", "max", "avg", "count_distinct")
 _kernels: dict[str, Any] = {}
 
 
-def _compile() -> dict[str, Any]:
-    from numba import njit
+# kernels at module level so numba can cache them on disk (cache=True)
+@njit(nogil=True, cache=True)
+def factorise_dense(keys, lo, span):  # type: ignore[no-untyped-def]
+    # keys in [lo, lo + span): a direct table instead of hashing
+    slot_id = np.full(span, -1, dtype=np.int64)
+    ids = np.empty(keys.shape[0], dtype=np.int64)
+    n = 0
+    for i in range(keys.shape[0]):
+        s = keys[i] - lo
+        if slot_id[s] == -1:
+            slot_id[s] = n
+            n += 1
+        ids[i] = slot_id[s]
+    return ids, n
 
-    @njit(nogil=True)
-    def factorise_dense(keys, lo, span):  # type: ignore[no-untyped-def]
-        # keys in [lo, lo + span): a direct table instead of hashing
-        slot_id = np.full(span, -1, dtype=np.int64)
-        ids = np.empty(keys.shape[0], dtype=np.int64)
-        n = 0
-        for i in range(keys.shape[0]):
-            s = keys[i] - lo
-            if slot_id[s] == -1:
-                slot_id[s] = n
-                n += 1
+
+@njit(nogil=True, cache=True)
+def factorise(keys):  # type: ignore[no-untyped-def]
+    # open addressing; the table doubles when half full, so few groups stay in cache
+    capacity = 1024
+    mask = capacity - 1
+    slot_key = np.zeros(capacity, dtype=np.int64)
+    slot_id = np.full(capacity, -1, dtype=np.int64)
+    ids = np.empty(keys.shape[0], dtype=np.int64)
+    n = 0
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        h = np.uint64(k) * np.uint64(0x9E3779B97F4A7C15)
+        s = np.int64((h >> np.uint64(29)) & np.uint64(mask))
+        while slot_id[s] != -1 and slot_key[s] != k:
+            s = (s + 1) & mask
+        if slot_id[s] == -1:
+            slot_key[s] = k
+            slot_id[s] = n
+            n += 1
+            if 2 * n > capacity:
+                old_key, old_id = slot_key, slot_id
+                capacity *= 2
+                mask = capacity - 1
+                slot_key = np.zeros(capacity, dtype=np.int64)
+                slot_id = np.full(capacity, -1, dtype=np.int64)
+                for j in range(old_key.shape[0]):
+                    if old_id[j] != -1:
+                        hj = np.uint64(old_key[j]) * np.uint64(0x9E3779B97F4A7C15)
+                        t = np.int64((hj >> np.uint64(29)) & np.uint64(mask))
+                        while slot_id[t] != -1:
+                            t = (t + 1) & mask
+                        slot_key[t] = old_key[j]
+                        slot_id[t] = old_id[j]
+            ids[i] = n - 1
+        else:
             ids[i] = slot_id[s]
-        return ids, n
+    return ids, n
 
-    @njit(nogil=True)
-    def factorise(keys):  # type: ignore[no-untyped-def]
-        # open addressing; the table doubles when half full, so few groups stay in cache
-        capacity = 1024
-        mask = capacity - 1
-        slot_key = np.zeros(capacity, dtype=np.int64)
-        slot_id = np.full(capacity, -1, dtype=np.int64)
-        ids = np.empty(keys.shape[0], dtype=np.int64)
-        n = 0
-        for i in range(keys.shape[0]):
-            k = keys[i]
-            h = np.uint64(k) * np.uint64(0x9E3779B97F4A7C15)
-            s = np.int64((h >> np.uint64(29)) & np.uint64(mask))
-            while slot_id[s] != -1 and slot_key[s] != k:
-                s = (s + 1) & mask
-            if slot_id[s] == -1:
-                slot_key[s] = k
-                slot_id[s] = n
-                n += 1
-                if 2 * n > capacity:
-                    old_key, old_id = slot_key, slot_id
-                    capacity *= 2
-                    mask = capacity - 1
-                    slot_key = np.zeros(capacity, dtype=np.int64)
-                    slot_id = np.full(capacity, -1, dtype=np.int64)
-                    for j in range(old_key.shape[0]):
-                        if old_id[j] != -1:
-                            hj = np.uint64(old_key[j]) * np.uint64(0x9E3779B97F4A7C15)
-                            t = np.int64((hj >> np.uint64(29)) & np.uint64(mask))
-                            while slot_id[t] != -1:
-                                t = (t + 1) & mask
-                            slot_key[t] = old_key[j]
-                            slot_id[t] = old_id[j]
-                ids[i] = n - 1
-            else:
-                ids[i] = slot_id[s]
-        return ids, n
 
-    @njit(nogil=True)
-    def first_rows(ids, n):  # type: ignore[no-untyped-def]
-        first = np.empty(n, dtype=np.int64)
-        seen = 0
-        for i in range(ids.shape[0]):
-            if ids[i] == seen:  # ids are numbered in order of first appearance
-                first[seen] = i
-                seen += 1
-        return first
+@njit(nogil=True, cache=True)
+def first_rows(ids, n):  # type: ignore[no-untyped-def]
+    first = np.empty(n, dtype=np.int64)
+    seen = 0
+    for i in range(ids.shape[0]):
+        if ids[i] == seen:  # ids are numbered in order of first appearance
+            first[seen] = i
+            seen += 1
+    return first
 
-    @njit(nogil=True)
-    def sum_count(ids, values, valid, ngroups, total):  # type: ignore[no-untyped-def]
-        # one pass: per-group sum and count of the valid rows
-        counts = np.zeros(ngroups, dtype=np.int64)
-        for i in range(ids.shape[0]):
-            if valid[i]:
-                g = ids[i]
-                total[g] += values[i]
-                counts[g] += 1
-        return total, counts
 
-    @njit(nogil=True)
-    def minmax(ids, values, valid, ngroups, want_max):  # type: ignore[no-untyped-def]
-        out = np.zeros(ngroups, dtype=values.dtype)
-        seen = np.zeros(ngroups, dtype=np.bool_)
-        for i in range(ids.shape[0]):
-            if valid[i]:
-                g = ids[i]
-                v = values[i]
-                if not seen[g] or (v > out[g] if want_max else v < out[g]):
-                    out[g] = v
-                    seen[g] = True
-        return out, seen
+@njit(nogil=True, cache=True)
+def sum_count(ids, values, valid, ngroups, total):  # type: ignore[no-untyped-def]
+    # one pass: per-group sum and count of the valid rows
+    counts = np.zeros(ngroups, dtype=np.int64)
+    for i in range(ids.shape[0]):
+        if valid[i]:
+            g = ids[i]
+            total[g] += values[i]
+            counts[g] += 1
+    return total, counts
 
+
+@njit(nogil=True, cache=True)
+def minmax(ids, values, valid, ngroups, want_max):  # type: ignore[no-untyped-def]
+    out = np.zeros(ngroups, dtype=values.dtype)
+    seen = np.zeros(ngroups, dtype=np.bool_)
+    for i in range(ids.shape[0]):
+        if valid[i]:
+            g = ids[i]
+            v = values[i]
+            if not seen[g] or (v > out[g] if want_max else v < out[g]):
+                out[g] = v
+                seen[g] = True
+    return out, seen
+
+
+def _compile() -> dict[str, Any]:
     return {
         "factorise": factorise,
         "factorise_dense": factorise_dense,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numba import njit, prange
 
 __all__ = ["hash_join", "HOW"]
 
@@ -19,71 +20,75 @@ HOW = ("inner", "left", "semi", "anti")
 _kernels: dict[str, Any] = {}
 
 
-def _compile() -> dict[str, Any]:
-    from numba import njit, prange
+# kernels at module level so numba can cache them on disk (cache=True)
+@njit(inline="always", cache=True)
+def slot_of(key, mask):  # type: ignore[no-untyped-def]
+    h = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
+    return np.int64((h >> np.uint64(29)) & np.uint64(mask))
 
-    @njit(inline="always")
-    def slot_of(key, mask):  # type: ignore[no-untyped-def]
-        h = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
-        return np.int64((h >> np.uint64(29)) & np.uint64(mask))
 
-    @njit(nogil=True)
-    def build(keys, capacity):  # type: ignore[no-untyped-def]
-        mask = capacity - 1
-        slot_key = np.zeros(capacity, dtype=np.int64)
-        first = np.full(capacity, -1, dtype=np.int64)
-        last = np.full(capacity, -1, dtype=np.int64)
-        chain = np.full(keys.shape[0], -1, dtype=np.int64)
-        for j in range(keys.shape[0]):
-            k = keys[j]
-            s = slot_of(k, mask)
-            while first[s] != -1 and slot_key[s] != k:
-                s = (s + 1) & mask
-            if first[s] == -1:
-                slot_key[s] = k
-                first[s] = j
-            else:
-                chain[last[s]] = j
-            last[s] = j
-        return slot_key, first, chain
-
-    @njit(inline="always")
-    def find(k, slot_key, first, mask):  # type: ignore[no-untyped-def]
+@njit(nogil=True, cache=True)
+def build(keys, capacity):  # type: ignore[no-untyped-def]
+    mask = capacity - 1
+    slot_key = np.zeros(capacity, dtype=np.int64)
+    first = np.full(capacity, -1, dtype=np.int64)
+    last = np.full(capacity, -1, dtype=np.int64)
+    chain = np.full(keys.shape[0], -1, dtype=np.int64)
+    for j in range(keys.shape[0]):
+        k = keys[j]
         s = slot_of(k, mask)
-        while first[s] != -1:
-            if slot_key[s] == k:
-                return first[s]
+        while first[s] != -1 and slot_key[s] != k:
             s = (s + 1) & mask
-        return -1
+        if first[s] == -1:
+            slot_key[s] = k
+            first[s] = j
+        else:
+            chain[last[s]] = j
+        last[s] = j
+    return slot_key, first, chain
 
-    @njit(parallel=True, nogil=True)
-    def count(probe, valid, slot_key, first, chain, outer):  # type: ignore[no-untyped-def]
-        mask = slot_key.shape[0] - 1
-        counts = np.zeros(probe.shape[0], dtype=np.int64)
-        for i in prange(probe.shape[0]):
-            j = find(probe[i], slot_key, first, mask) if valid[i] else -1
-            c = 0
-            while j != -1:
-                c += 1
-                j = chain[j]
-            counts[i] = c if c > 0 or not outer else 1
-        return counts
 
-    @njit(parallel=True, nogil=True)
-    def fill(probe, valid, slot_key, first, chain, offsets, left, right):  # type: ignore[no-untyped-def]
-        mask = slot_key.shape[0] - 1
-        for i in prange(probe.shape[0]):
-            o = offsets[i]
-            j = find(probe[i], slot_key, first, mask) if valid[i] else -1
-            if j == -1 and o < offsets[i + 1]:  # outer row without a match
-                left[o] = i
-                right[o] = -1
-            while j != -1:
-                left[o] = i
-                right[o] = j
-                o += 1
-                j = chain[j]
+@njit(inline="always", cache=True)
+def find(k, slot_key, first, mask):  # type: ignore[no-untyped-def]
+    s = slot_of(k, mask)
+    while first[s] != -1:
+        if slot_key[s] == k:
+            return first[s]
+        s = (s + 1) & mask
+    return -1
 
+
+@njit(parallel=True, nogil=True, cache=True)
+def count(probe, valid, slot_key, first, chain, outer):  # type: ignore[no-untyped-def]
+    mask = slot_key.shape[0] - 1
+    counts = np.zeros(probe.shape[0], dtype=np.int64)
+    for i in prange(probe.shape[0]):
+        j = find(probe[i], slot_key, first, mask) if valid[i] else -1
+        c = 0
+        while j != -1:
+            c += 1
+            j = chain[j]
+        counts[i] = c if c > 0 or not outer else 1
+    return counts
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def fill(probe, valid, slot_key, first, chain, offsets, left, right):  # type: ignore[no-untyped-def]
+    mask = slot_key.shape[0] - 1
+    for i in prange(probe.shape[0]):
+        o = offsets[i]
+        j = find(probe[i], slot_key, first, mask) if valid[i] else -1
+        if j == -1 and o < offsets[i + 1]:  # outer row without a match
+            left[o] = i
+            right[o] = -1
+        while j != -1:
+            left[o] = i
+            right[o] = j
+            o += 1
+            j = chain[j]
+
+
+def _compile() -> dict[str, Any]:
     return {"build": build, "count": count, "fill": fill}
 
 
