@@ -132,8 +132,14 @@ def _run(plan: QueryPlan, catalog: Catalog, comm: Any, options: QueryOptions | N
     return _finish(plan, frame, list(plan.select.expressions), comm, trace, rewrite=None)
 
 
-def _filter(frame: Frame, term: exp.Expression) -> Frame:
-    mask = predicate_mask(evaluate(term, frame), frame.nrows)
+def _filter(frame: Frame, *terms: exp.Expression) -> Frame:
+    """Rows where every term is true: one mask, then one pass over each column."""
+    mask = None
+    for term in terms:
+        m = predicate_mask(evaluate(term, frame), frame.nrows)
+        mask = m if mask is None else mask & m
+    if mask is None:
+        return frame
     return Frame({n: c.compress(mask) for n, c in frame.columns.items()}, int(mask.sum()))
 
 
@@ -144,8 +150,7 @@ def _sql(node: exp.Expression) -> str:
 def _scan(src: Source, catalog: Catalog, comm: Any, trace: _Trace) -> Frame:
     table = catalog.load(src.table, src.columns, comm)
     frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
-    for term in src.filters:
-        frame = _filter(frame, term)
+    frame = _filter(frame, *src.filters)
     where = f" WHERE {' AND '.join(_sql(t) for t in src.filters)}" if src.filters else ""
     trace.add(f"Scan {src.table} AS {src.alias} [{', '.join(src.columns)}]{where}", frame.nrows)
     return frame

@@ -1,0 +1,124 @@
+"""TPC-H query times against DuckDB (and polars) on the same Parquet files, same run.
+
+Ours: :func:`hpc.domains.sql.query` on every rank (each reads its row groups; joins and
+group-bys shuffle between ranks). Peers on rank 0: DuckDB with as many threads as our ranks
+times numba threads (capped at the cores), and polars' SQL context over lazy Parquet scans
+where it can run the query. Every repetition reads the Parquet files again, for all three.
+Each answer is checked against DuckDB's. ``ratio`` is the geometric mean over the queries
+of DuckDB's seconds over ours (above 1: we are faster); the CPU target is 1/1.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from hpc.comm import world
+
+from .timing import time_interleaved
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``hpc bench tpch``."""
+    p.add_argument("--sf", type=float, default=1.0, help="scale factor (1)")
+    p.add_argument("--data", default=None, help="Parquet directory (default: generated, cached)")
+    p.add_argument("--queries", default=None, help="comma-separated query numbers")
+    p.add_argument("--reps", type=int, default=3, help="timed repetitions (median)")
+    p.add_argument("--no-polars", action="store_true")
+
+
+def _data(args: argparse.Namespace, comm: Any) -> Path:
+    from hpc.domains.sql.tpch import TABLES, generate
+
+    if args.data:
+        return Path(args.data)
+    root = Path(os.environ.get("HPC_CACHE", Path.home() / ".cache" / "hpc"))
+    path = root / f"tpch-sf{args.sf:g}"
+    if comm.Get_rank() == 0 and not all((path / f"{t}.parquet").exists() for t in TABLES):
+        generate(args.sf, path)
+    comm.Barrier()
+    return path
+
+
+def _polars_runner(path: Path, sql: str) -> Any:
+    import polars as pl
+
+    def run() -> Any:
+        ctx = pl.SQLContext()
+        for f in path.glob("*.parquet"):
+            ctx.register(f.stem, pl.scan_parquet(f))
+        return ctx.execute(sql, eager=True)
+
+    try:
+        run()
+    except Exception:  # noqa: BLE001 - a query polars' SQL cannot run is reported as such
+        return None
+    return run
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Collective. Time each query: ours, DuckDB, polars."""
+    import numba
+    from hpc.domains.sql import Catalog, query
+    from hpc.domains.sql.compare import same_rows
+    from hpc.domains.sql.tpch import QUERIES, SUPPORTED
+
+    comm = world()
+    rank0 = comm.Get_rank() == 0
+    path = _data(args, comm)
+    catalog = Catalog.from_directory(path)
+    wanted = [int(q) for q in args.queries.split(",")] if args.queries else list(SUPPORTED)
+    threads = min(os.cpu_count() or 1, comm.Get_size() * numba.get_num_threads())
+    con = None
+    if rank0:
+        import duckdb
+
+        con = duckdb.connect()
+        con.execute(f"SET threads = {threads}")
+        for t in catalog.tables:
+            con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{path}/{t}.parquet')")
+    per_query: dict[str, Any] = {}
+    ratios = []
+    for q in wanted:
+        sql = QUERIES[q]
+        ours = query(sql, catalog, comm)
+        correct = None
+        polars = None
+        if rank0:
+            correct = same_rows(ours.to_pandas(), con.execute(sql).df(), "order by" in sql)
+            polars = None if args.no_polars else _polars_runner(path, sql)
+        has_polars = comm.bcast(polars is not None, root=0)
+        fns = [lambda sql=sql: query(sql, catalog, comm),
+               (lambda sql=sql: con.execute(sql).fetchall()) if rank0 else (lambda: None)]
+        if has_polars:
+            fns.append(polars if rank0 else (lambda: None))
+        times = time_interleaved(comm, fns, reps=args.reps, warmup=1)
+        entry = {"ours_s": times[0], "duckdb_s": times[1],
+                 "polars_s": times[2] if has_polars else None,
+                 "speed_vs_duckdb": times[1] / times[0],
+                 "equal_to_duckdb": comm.bcast(correct is None, root=0)}
+        if correct is not None:
+            entry["difference"] = correct
+        per_query[f"Q{q}"] = entry
+        ratios.append(times[1] / times[0])
+    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    geo_time = lambda key: math.exp(  # noqa: E731
+        sum(math.log(e[key]) for e in per_query.values()) / len(per_query))
+    return {
+        "bench": "tpch",
+        "backend": "cpu",
+        "ranks": comm.Get_size(),
+        "size": {"sf": args.sf, "queries": wanted, "duckdb_threads": threads},
+        "ours": {"geomean_s": geo_time("ours_s")},
+        "peers": {"duckdb": {"geomean_s": geo_time("duckdb_s"), "threads": threads},
+                  "polars": {"queries_run": [k for k, e in per_query.items()
+                                             if e["polars_s"] is not None]}},
+        "ratio": geo,
+        "limits": {"target_ratio_cpu": 1 / 1.5},
+        "queries": per_query,
+    }
