@@ -29,55 +29,57 @@ def slot_of(key, mask):  # type: ignore[no-untyped-def]
 
 @njit(nogil=True, cache=True)
 def build(keys, capacity):  # type: ignore[no-untyped-def]
+    # slots interleave (key, first row) so a probe touches one cache line per slot
     mask = capacity - 1
-    slot_key = np.zeros(capacity, dtype=np.int64)
-    first = np.full(capacity, -1, dtype=np.int64)
+    table = np.full((capacity, 2), -1, dtype=np.int64)
     last = np.full(capacity, -1, dtype=np.int64)
     chain = np.full(keys.shape[0], -1, dtype=np.int64)
     for j in range(keys.shape[0]):
         k = keys[j]
         s = slot_of(k, mask)
-        while first[s] != -1 and slot_key[s] != k:
+        while table[s, 1] != -1 and table[s, 0] != k:
             s = (s + 1) & mask
-        if first[s] == -1:
-            slot_key[s] = k
-            first[s] = j
+        if table[s, 1] == -1:
+            table[s, 0] = k
+            table[s, 1] = j
         else:
             chain[last[s]] = j
         last[s] = j
-    return slot_key, first, chain
+    return table, chain
 
 
 @njit(inline="always", cache=True)
-def find(k, slot_key, first, mask):  # type: ignore[no-untyped-def]
+def find(k, table, mask):  # type: ignore[no-untyped-def]
     s = slot_of(k, mask)
-    while first[s] != -1:
-        if slot_key[s] == k:
-            return first[s]
+    while table[s, 1] != -1:
+        if table[s, 0] == k:
+            return table[s, 1]
         s = (s + 1) & mask
     return -1
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def count(probe, valid, slot_key, first, chain, outer):  # type: ignore[no-untyped-def]
-    mask = slot_key.shape[0] - 1
+def count(probe, valid, table, chain, outer):  # type: ignore[no-untyped-def]
+    # one lookup per probe row: its first match is kept for the fill pass
+    mask = table.shape[0] - 1
     counts = np.zeros(probe.shape[0], dtype=np.int64)
+    hit = np.empty(probe.shape[0], dtype=np.int64)
     for i in prange(probe.shape[0]):
-        j = find(probe[i], slot_key, first, mask) if valid[i] else -1
+        j = find(probe[i], table, mask) if valid[i] else -1
+        hit[i] = j
         c = 0
         while j != -1:
             c += 1
             j = chain[j]
         counts[i] = c if c > 0 or not outer else 1
-    return counts
+    return counts, hit
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def fill(probe, valid, slot_key, first, chain, offsets, left, right):  # type: ignore[no-untyped-def]
-    mask = slot_key.shape[0] - 1
-    for i in prange(probe.shape[0]):
+def fill(hit, chain, offsets, left, right):  # type: ignore[no-untyped-def]
+    for i in prange(hit.shape[0]):
         o = offsets[i]
-        j = find(probe[i], slot_key, first, mask) if valid[i] else -1
+        j = hit[i]
         if j == -1 and o < offsets[i + 1]:  # outer row without a match
             left[o] = i
             right[o] = -1
@@ -130,9 +132,9 @@ def hash_join(
         kept = np.flatnonzero(build_valid)
         b = b[kept]
     capacity = 1 << max(4, int(2 * max(len(b), 1) - 1).bit_length())
-    slot_key, first, chain = k["build"](b, capacity)
+    table, chain = k["build"](b, capacity)
     valid = np.ones(len(p), dtype=bool) if probe_valid is None else probe_valid  # null: no match
-    counts = k["count"](p, valid, slot_key, first, chain, how == "left")
+    counts, hit = k["count"](p, valid, table, chain, how == "left")
     if how in ("semi", "anti"):
         rows = np.flatnonzero(counts > 0 if how == "semi" else counts == 0)
         return rows, np.full(len(rows), -1, dtype=np.int64)
@@ -140,7 +142,7 @@ def hash_join(
     np.cumsum(counts, out=offsets[1:])
     left = np.empty(int(offsets[-1]), dtype=np.int64)
     right = np.empty(int(offsets[-1]), dtype=np.int64)
-    k["fill"](p, valid, slot_key, first, chain, offsets, left, right)
+    k["fill"](hit, chain, offsets, left, right)
     if build_valid is not None:  # back to the caller's build rows
         hit = right >= 0
         right[hit] = kept[right[hit]]
