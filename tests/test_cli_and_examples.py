@@ -68,10 +68,10 @@ def test_bench_halo_prints_the_json_contract_last():
 
 
 @pytest.mark.mpi
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(560)
 @pytest.mark.parametrize("nranks", [1, 2, 3])
 def test_tour_checks_heat_decay_on_any_rank_count(nranks):
-    proc = run_mpi(nranks, [str(ROOT / "examples" / "tour.py")])
+    proc = run_mpi(nranks, [str(ROOT / "examples" / "tour.py")], timeout=540)
     assert "PASS" in proc.stdout and "FAIL" not in proc.stdout
 
 
@@ -152,7 +152,7 @@ def test_bench_lbm_prints_the_json_contract_last():
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("name", ["cfd_cavity.ipynb", "risk_pricing.ipynb"])
+@pytest.mark.parametrize("name", ["cfd_cavity.ipynb", "risk_pricing.ipynb", "sql_tpch.ipynb"])
 def test_example_notebooks_run(name, tmp_path):
     import nbformat
     from nbclient import NotebookClient

@@ -1,0 +1,496 @@
+"""CPU kernels (numba): batched score-only dynamic programming and one-pair traceback.
+
+Batched kernels vectorise *across* pairs: a bucket holds ``LANES`` pairs of similar lengths,
+laid out ``[position, lane]``; the innermost loop runs over the lanes, so LLVM turns every
+recurrence step into SIMD instructions on 16-bit (or, after an overflow, 32-bit) scores.
+``prange`` spreads the buckets over the cores.
+
+Recurrences (the three-state form of Gotoh's algorithm; a gap of length ``L`` costs
+``first + (L - 1) * extend``, see :mod:`hpc.domains.align.scoring`)::
+
+    M[i, j] = max(M, E, F)[i-1, j-1] + s(q_i, t_j)        (local: max(0, ...) + s)
+    E[i, j] = max(E[i, j-1] - extend, max(M, F)[i, j-1] - first)   # gap in the query (D)
+    F[i, j] = max(F[i-1, j] - extend, max(M, E)[i-1, j] - first)   # gap in the target (I)
+
+A gap therefore opens only from another state: a run of gaps of one kind is one gap, whatever
+``extend`` is. When ``extend <= first`` re-opening never pays and the kernels use the cheaper
+two-state form (opening from ``H = max(M, E, F)``), which gives the same scores.
+
+Modes: 0 local (Smith-Waterman), 1 global (Needleman-Wunsch), 2 semi-global (the query is
+aligned end to end, the target's leading and trailing letters are free).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange, types
+from numba.extending import intrinsic
+
+__all__ = [
+    "LANES",
+    "LOCAL",
+    "GLOBAL",
+    "SEMIGLOBAL",
+    "pack_lanes",
+    "bucket_shared",
+    "bucket_pairs",
+    "traceback_pair",
+    "rescore",
+]
+
+LANES = 32
+LOCAL, GLOBAL, SEMIGLOBAL = 0, 1, 2
+# pointer codes of the traceback
+_FROM_M, _FROM_E, _FROM_F, _START = 0, 1, 2, 3
+
+
+def _binary(name: str):
+    """An integer operation in the type of its first operand (numba would widen to 64 bits,
+    which quarters the SIMD width of 16-bit scores)."""
+
+    @intrinsic
+    def op(typingctx, a, b):
+        if not isinstance(a, types.Integer) or not isinstance(b, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            x = args[0]
+            y = context.cast(builder, args[1], signature.args[1], signature.args[0])
+            if name == "add":
+                return builder.add(x, y)
+            if name == "sub":
+                return builder.sub(x, y)
+            return builder.select(builder.icmp_signed(">", x, y), x, y)
+
+        return a(a, b), codegen
+
+    return op
+
+
+_add = _binary("add")
+_sub = _binary("sub")
+_max = _binary("max")
+
+
+@numba.njit(parallel=True, cache=True)
+def pack_lanes(codes, offsets, order, nb, maxlen, row_off, pad, out, lens):
+    """Fill ``out[row_off[b] + p, lane]`` with letter ``p`` of sequence ``order[b*LANES+lane]``.
+
+    Empty lanes (``order < 0``) and positions past a sequence's end hold ``pad``.
+    """
+    lanes = out.shape[1]
+    for b in prange(nb):
+        base = row_off[b]
+        for p in range(maxlen[b]):
+            for lane in range(lanes):
+                out[base + p, lane] = pad
+        for lane in range(lanes):
+            k = order[b * lanes + lane]
+            if k < 0:
+                lens[b, lane] = 0
+                continue
+            start = offsets[k]
+            n = offsets[k + 1] - start
+            lens[b, lane] = n
+            for p in range(n):
+                out[base + p, lane] = codes[start + p]
+
+
+@numba.njit(inline="always")
+def _gap(length, first, extend):
+    return first + (length - 1) * extend
+
+
+@numba.njit(parallel=True, cache=True)
+def bucket_shared(
+    qcodes, qoff, task_b, task_q, task_ptr, tcodes, row_off, tlens, tmax, matrix, first, extend,
+    mode, three, neg, proto, out,
+):  # fmt: skip
+    """Queries against the targets of buckets, by task: task ``k`` runs queries
+    ``task_q[task_ptr[k]:task_ptr[k+1]]`` against bucket ``task_b[k]``; ``out[query, b, lane]``
+    gets the score.
+
+    ``proto`` is a 1-element array whose dtype (int16 or int32) is the score type. The query is
+    shared by all lanes, so a bucket's target profile ``P[c, j, lane] = matrix[c, t[j, lane]]``
+    (built once per task) turns every substitution score into a contiguous load.
+    """
+    lanes = LANES
+    alpha = matrix.shape[0] - 1  # the last row and column score the padding letter
+    dt = proto.dtype
+    zero = _sub(proto[0], proto[0])
+    floor = _add(zero, 0 if mode == LOCAL else neg)
+    fst = _add(zero, first)
+    ext = _add(zero, extend)
+    for k in prange(task_b.shape[0]):
+        b = task_b[k]
+        n = tmax[b]
+        base = row_off[b]
+        prof = np.empty((alpha, n + 1, lanes), dt)
+        for c in range(alpha):
+            for j in range(n):
+                for lane in range(lanes):
+                    prof[c, j + 1, lane] = matrix[c, tcodes[base + j, lane]]
+        # one array for the rows (H, F, G) and one for the lane state (diag, E, max(M, F),
+        # best, score, query letter): LLVM then proves the accesses independent and keeps
+        # the lane state in vector registers
+        w = np.empty((n + 1, 3, lanes), dt)
+        st = np.empty((6, lanes), dt)
+        for qq in range(task_ptr[k], task_ptr[k + 1]):
+            qi = task_q[qq]
+            query = qcodes[qoff[qi] : qoff[qi + 1]]
+            m = query.shape[0]
+            for lane in range(lanes):
+                st[3, lane] = 0 if mode == LOCAL else neg
+                w[0, 0, lane] = 0
+                w[0, 1, lane] = neg
+                w[0, 2, lane] = 0
+            for j in range(1, n + 1):
+                v = -_gap(j, first, extend) if mode == GLOBAL else 0
+                for lane in range(lanes):
+                    w[j, 0, lane] = v
+                    w[j, 1, lane] = neg
+                    w[j, 2, lane] = v
+            for i in range(1, m + 1):
+                c = query[i - 1]
+                pc = prof[c]
+                left = -_gap(i, first, extend) if mode != LOCAL else 0
+                for lane in range(lanes):
+                    st[0, lane] = w[0, 0, lane]
+                    w[0, 0, lane] = left
+                    st[1, lane] = neg
+                    st[2, lane] = left
+                if three:
+                    for j in range(1, n + 1):
+                        for lane in range(lanes):
+                            mm = _add(_max(st[0, lane], floor), pc[j, lane])
+                            ee = _max(_sub(st[1, lane], ext), _sub(st[2, lane], fst))
+                            ff = _max(_sub(w[j, 1, lane], ext), _sub(w[j, 2, lane], fst))
+                            hh = _max(mm, _max(ee, ff))
+                            st[0, lane] = w[j, 0, lane]
+                            w[j, 0, lane] = hh
+                            w[j, 1, lane] = ff
+                            w[j, 2, lane] = _max(mm, ee)
+                            st[1, lane] = ee
+                            st[2, lane] = _max(mm, ff)
+                            st[3, lane] = _max(st[3, lane], hh)
+                else:
+                    for j in range(1, n + 1):
+                        for lane in range(lanes):
+                            mm = _add(_max(st[0, lane], floor), pc[j, lane])
+                            ee = _max(_sub(st[1, lane], ext), _sub(w[j - 1, 0, lane], fst))
+                            up = w[j, 0, lane]
+                            ff = _max(_sub(w[j, 1, lane], ext), _sub(up, fst))
+                            hh = _max(mm, _max(ee, ff))
+                            st[0, lane] = up
+                            w[j, 0, lane] = hh
+                            w[j, 1, lane] = ff
+                            st[1, lane] = ee
+                            st[3, lane] = _max(st[3, lane], hh)
+            for lane in range(lanes):
+                n_l = tlens[b, lane]
+                if mode == LOCAL:
+                    out[qi, b, lane] = st[3, lane]
+                elif mode == GLOBAL:
+                    out[qi, b, lane] = w[n_l, 0, lane]
+                else:
+                    s = w[0, 0, lane]
+                    for j in range(1, n_l + 1):
+                        s = max(s, w[j, 0, lane])
+                    out[qi, b, lane] = s
+
+
+@numba.njit(parallel=True, cache=True)
+def bucket_pairs(
+    qcodes, qrow_off, qlens, qmax, tcodes, trow_off, tlens, tmax, matrix, dna, first, extend,
+    mode, three, neg, proto, out,
+):  # fmt: skip
+    """Pair ``(query lane, target lane)`` of every bucket; ``out[b, lane]`` gets the score.
+
+    With ``dna = (match, mismatch, ambiguous, n_code)`` and ``dna[3] >= 0`` the substitution
+    score is computed by comparison (no table lookup); otherwise it is looked up in ``matrix``.
+    """
+    nb = tlens.shape[0]
+    lanes = LANES
+    dt = proto.dtype
+    zero = _sub(proto[0], proto[0])
+    floor = _add(zero, 0 if mode == LOCAL else neg)
+    fst = _add(zero, first)
+    ext = _add(zero, extend)
+    simple = dna[3] >= 0
+    hit = _add(zero, dna[0])
+    miss = _add(zero, dna[1])
+    amb = _add(zero, dna[2])
+    ncode = _add(zero, dna[3])
+    for b in prange(nb):
+        n = tmax[b]
+        m = qmax[b]
+        tb = trow_off[b]
+        qb = qrow_off[b]
+        # one array for the rows (H, F, G) and one for the lane state (diag, E, max(M, F),
+        # best, score, query letter): LLVM then proves the accesses independent and keeps
+        # the lane state in vector registers
+        w = np.empty((n + 1, 3, lanes), dt)
+        st = np.empty((6, lanes), dt)
+        for lane in range(lanes):
+            st[3, lane] = 0 if mode == LOCAL else neg
+            w[0, 0, lane] = 0
+            w[0, 1, lane] = neg
+            w[0, 2, lane] = 0
+            if qlens[b, lane] == 0:  # an empty query (padding lane): global and semi-global
+                out[b, lane] = -_gap(tlens[b, lane], first, extend) if mode == GLOBAL else 0
+        for j in range(1, n + 1):
+            v = -_gap(j, first, extend) if mode == GLOBAL else 0
+            for lane in range(lanes):
+                w[j, 0, lane] = v
+                w[j, 1, lane] = neg
+                w[j, 2, lane] = v
+        for i in range(1, m + 1):
+            left = -_gap(i, first, extend) if mode != LOCAL else 0
+            for lane in range(lanes):
+                st[0, lane] = w[0, 0, lane]
+                w[0, 0, lane] = left
+                st[1, lane] = neg
+                st[2, lane] = left
+                st[5, lane] = qcodes[qb + i - 1, lane]
+            if simple and three:
+                for j in range(1, n + 1):
+                    tj = tb + j - 1
+                    for lane in range(lanes):
+                        a = st[5, lane]
+                        t = _add(zero, tcodes[tj, lane])
+                        sv = amb if (a >= ncode) | (t >= ncode) else (hit if a == t else miss)
+                        mm = _add(_max(st[0, lane], floor), sv)
+                        ee = _max(_sub(st[1, lane], ext), _sub(st[2, lane], fst))
+                        ff = _max(_sub(w[j, 1, lane], ext), _sub(w[j, 2, lane], fst))
+                        hh = _max(mm, _max(ee, ff))
+                        st[0, lane] = w[j, 0, lane]
+                        w[j, 0, lane] = hh
+                        w[j, 1, lane] = ff
+                        w[j, 2, lane] = _max(mm, ee)
+                        st[1, lane] = ee
+                        st[2, lane] = _max(mm, ff)
+                        st[3, lane] = _max(st[3, lane], hh)
+            elif simple:
+                for j in range(1, n + 1):
+                    tj = tb + j - 1
+                    for lane in range(lanes):
+                        a = st[5, lane]
+                        t = _add(zero, tcodes[tj, lane])
+                        sv = amb if (a >= ncode) | (t >= ncode) else (hit if a == t else miss)
+                        mm = _add(_max(st[0, lane], floor), sv)
+                        ee = _max(_sub(st[1, lane], ext), _sub(w[j - 1, 0, lane], fst))
+                        up = w[j, 0, lane]
+                        ff = _max(_sub(w[j, 1, lane], ext), _sub(up, fst))
+                        hh = _max(mm, _max(ee, ff))
+                        st[0, lane] = up
+                        w[j, 0, lane] = hh
+                        w[j, 1, lane] = ff
+                        st[1, lane] = ee
+                        st[3, lane] = _max(st[3, lane], hh)
+            else:
+                for j in range(1, n + 1):
+                    tj = tb + j - 1
+                    for lane in range(lanes):
+                        st[4, lane] = matrix[st[5, lane], tcodes[tj, lane]]
+                    if three:
+                        for lane in range(lanes):
+                            mm = _add(_max(st[0, lane], floor), st[4, lane])
+                            ee = _max(_sub(st[1, lane], ext), _sub(st[2, lane], fst))
+                            ff = _max(_sub(w[j, 1, lane], ext), _sub(w[j, 2, lane], fst))
+                            hh = _max(mm, _max(ee, ff))
+                            st[0, lane] = w[j, 0, lane]
+                            w[j, 0, lane] = hh
+                            w[j, 1, lane] = ff
+                            w[j, 2, lane] = _max(mm, ee)
+                            st[1, lane] = ee
+                            st[2, lane] = _max(mm, ff)
+                            st[3, lane] = _max(st[3, lane], hh)
+                    else:
+                        for lane in range(lanes):
+                            mm = _add(_max(st[0, lane], floor), st[4, lane])
+                            ee = _max(_sub(st[1, lane], ext), _sub(w[j - 1, 0, lane], fst))
+                            up = w[j, 0, lane]
+                            ff = _max(_sub(w[j, 1, lane], ext), _sub(up, fst))
+                            hh = _max(mm, _max(ee, ff))
+                            st[0, lane] = up
+                            w[j, 0, lane] = hh
+                            w[j, 1, lane] = ff
+                            st[1, lane] = ee
+                            st[3, lane] = _max(st[3, lane], hh)
+            if mode != LOCAL:
+                for lane in range(lanes):
+                    if qlens[b, lane] == i:
+                        n_l = tlens[b, lane]
+                        if mode == GLOBAL:
+                            out[b, lane] = w[n_l, 0, lane]
+                        else:
+                            s = w[0, 0, lane]
+                            for j in range(1, n_l + 1):
+                                s = max(s, w[j, 0, lane])
+                            out[b, lane] = s
+        if mode == LOCAL:
+            for lane in range(lanes):
+                out[b, lane] = st[3, lane]
+
+
+@numba.njit(cache=True)
+def traceback_pair(query, target, matrix, first, extend, mode, lo, hi):
+    """Full dynamic programming of one pair with state pointers, within the band
+    ``lo <= j - i <= hi`` (pass ``lo = -len(query)``, ``hi = len(target)`` for no band).
+
+    Returns ``(score, q_start, q_end, t_start, t_end, ops)``: half-open ranges of the aligned
+    parts and the operations from the start, 0 = aligned pair, 1 = insertion (a query letter
+    against a gap), 2 = deletion (a target letter against a gap).
+    """
+    m = query.shape[0]
+    n = target.shape[0]
+    neg = -(1 << 60)
+    width = hi - lo + 1
+    # ptr bits: M source (bits 0-1), E source (bits 2-3), F source (bits 4-5)
+    ptr = np.zeros((m + 1, width), np.uint8)
+    vm = np.full((2, n + 1), neg, np.int64)  # M, E, F of two rows (by parity of i)
+    ve = np.full((2, n + 1), neg, np.int64)
+    vf = np.full((2, n + 1), neg, np.int64)
+    vm[0, 0] = 0
+    for j in range(1, min(n, hi) + 1):
+        if mode == GLOBAL:
+            ve[0, j] = -_gap(j, first, extend)
+            ptr[0, j - lo] = (_FROM_E if j > 1 else _FROM_M) << 2
+        else:
+            vm[0, j] = 0
+            ptr[0, j - lo] = _START
+    ptr[0, -lo] = _START
+    best = neg
+    bi, bj, bs = 0, 0, 0
+    if mode == SEMIGLOBAL and m == 0:
+        best = 0
+        bi, bj, bs = 0, 0, _FROM_M
+    for i in range(1, m + 1):
+        c = i & 1
+        p = c ^ 1
+        jlo = max(0, i + lo)
+        jhi = min(n, i + hi)
+        if jlo > jhi:
+            break
+        for j in (jlo - 1, jhi + 1, jlo):
+            if 0 <= j <= n:
+                vm[c, j] = neg
+                ve[c, j] = neg
+                vf[c, j] = neg
+        if jlo == 0:
+            if mode == LOCAL:
+                vm[c, 0] = 0
+                ptr[i, -i - lo] = _START
+            else:
+                vf[c, 0] = -_gap(i, first, extend)
+                ptr[i, -i - lo] = (_FROM_F if i > 1 else _FROM_M) << 4
+        a = query[i - 1]
+        for j in range(max(1, jlo), jhi + 1):
+            # M from the diagonal
+            src = _FROM_M
+            v = vm[p, j - 1]
+            if ve[p, j - 1] > v:
+                v, src = ve[p, j - 1], _FROM_E
+            if vf[p, j - 1] > v:
+                v, src = vf[p, j - 1], _FROM_F
+            if mode == LOCAL and v <= 0:
+                v, src = 0, _START
+            mm = v + matrix[a, target[j - 1]] if v > neg else neg
+            # E from the left (deletion: a target letter against a gap)
+            esrc = _FROM_E
+            ee = ve[c, j - 1] - extend
+            x = vm[c, j - 1] - first
+            if x > ee:
+                ee, esrc = x, _FROM_M
+            x = vf[c, j - 1] - first
+            if x > ee:
+                ee, esrc = x, _FROM_F
+            # F from above (insertion: a query letter against a gap)
+            fsrc = _FROM_F
+            ff = vf[p, j] - extend
+            x = vm[p, j] - first
+            if x > ff:
+                ff, fsrc = x, _FROM_M
+            x = ve[p, j] - first
+            if x > ff:
+                ff, fsrc = x, _FROM_E
+            vm[c, j], ve[c, j], vf[c, j] = mm, max(ee, neg), max(ff, neg)
+            ptr[i, j - i - lo] = src | (esrc << 2) | (fsrc << 4)
+            if mode == LOCAL and mm > best:
+                best, bi, bj, bs = mm, i, j, _FROM_M
+        if mode == SEMIGLOBAL and i == m:
+            for j in range(jlo, jhi + 1):
+                if vm[c, j] > best:
+                    best, bi, bj, bs = vm[c, j], i, j, _FROM_M
+                if ve[c, j] > best:
+                    best, bi, bj, bs = ve[c, j], i, j, _FROM_E
+                if vf[c, j] > best:
+                    best, bi, bj, bs = vf[c, j], i, j, _FROM_F
+    hm, he, hf = vm[m & 1], ve[m & 1], vf[m & 1]
+    if mode == GLOBAL:
+        if m == 0:
+            bi, bj = 0, n
+            best = 0 if n == 0 else he[n]
+            bs = _FROM_M if n == 0 else _FROM_E
+        else:
+            bi, bj = m, n
+            best, bs = hm[n], _FROM_M
+            if he[n] > best:
+                best, bs = he[n], _FROM_E
+            if hf[n] > best:
+                best, bs = hf[n], _FROM_F
+    if mode == LOCAL and best <= 0:
+        return 0, 0, 0, 0, 0, np.empty(0, np.uint8)
+    # walk back
+    ops = np.empty(m + n, np.uint8)
+    k = 0
+    i, j, s = bi, bj, bs
+    while True:
+        if mode == GLOBAL and i == 0 and j == 0:
+            break
+        if mode == SEMIGLOBAL and i == 0:
+            break
+        pt = ptr[i, j - i - lo]
+        if s == _FROM_M:
+            src = pt & 3
+            ops[k] = 0
+            k += 1
+            i -= 1
+            j -= 1
+            if src == _START:
+                break
+            s = src
+        elif s == _FROM_E:
+            s = (pt >> 2) & 3
+            ops[k] = 2
+            k += 1
+            j -= 1
+        else:
+            s = (pt >> 4) & 3
+            ops[k] = 1
+            k += 1
+            i -= 1
+    return best, i, bi, j, bj, ops[:k][::-1].copy()
+
+
+@numba.njit(cache=True)
+def rescore(query, target, q_start, t_start, ops, matrix, first, extend):
+    """The score of an alignment given by its operations (0 pair, 1 insertion, 2 deletion)."""
+    i, j = q_start, t_start
+    score = 0
+    prev = -1
+    for k in range(ops.shape[0]):
+        op = ops[k]
+        if op == 0:
+            score += matrix[query[i], target[j]]
+            i += 1
+            j += 1
+        elif op == 1:
+            score -= extend if prev == 1 else first
+            i += 1
+        else:
+            score -= extend if prev == 2 else first
+            j += 1
+        prev = op
+    return score
