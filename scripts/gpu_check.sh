@@ -45,4 +45,8 @@ timeout 240 $PY -m hpc bench lbm --json --backend gpu --no-lbmpy --size3d 256 2>
 step "Monte Carlo on the GPU: hpc bench mc (GPU vs CPU price on the same samples, QuantLib if installed)"
 timeout 240 $PY -m hpc bench mc --json --backend gpu --paths 2e7 --european-paths 2e8 \
   --peer-fraction 0.0005 2>&1 | tail -1 | tee -a "$LOG"
+step "align: GPU scores vs CPU, and hpc bench align --json --backend gpu"
+timeout 60 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_align.py 2>&1 | tail -5 | tee -a "$LOG"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
+timeout 90 $PY -m hpc bench align --json --backend gpu --reps 3 2>&1 | tail -1 | tee -a "$LOG"
 exit $status
