@@ -36,7 +36,8 @@ from .errors import SQLError, UnsupportedSQL, describe
 from .exchange import allgather_columns, global_rows, partition_by_keys, ship
 from .expressions import Frame, column_key, evaluate, predicate_mask, to_column
 from .join import hash_join
-from .planner import QueryPlan, Source, aliases_of, plan_query
+from .planner import QueryPlan, Source, aliases_of, parse, plan_select
+from .subqueries import resolve_subqueries
 from .table import Column, Table
 
 __all__ = ["query", "explain", "QueryOptions"]
@@ -103,7 +104,7 @@ def query(sql: str, catalog: Catalog, comm: Any = None,
         lines = explain(text[8:], catalog, comm, options).splitlines()
         return Table({"plan": Column(np.arange(len(lines), dtype=np.int32), "string",
                                      np.asarray(lines, dtype=object))})
-    return _run(plan_query(sql, catalog), catalog, resolve_comm(comm), options, None)
+    return _execute(parse(sql, catalog), catalog, resolve_comm(comm), options, None, {}, "root")
 
 
 def explain(sql: str, catalog: Catalog, comm: Any = None,
@@ -112,24 +113,49 @@ def explain(sql: str, catalog: Catalog, comm: Any = None,
     with the rows it produced over all ranks and its seconds on rank 0."""
     comm = resolve_comm(comm)
     trace = _Trace(True, comm)
-    _run(plan_query(sql, catalog), catalog, comm, options, trace)
+    _execute(parse(sql, catalog), catalog, comm, options, trace, {}, "root")
     width = max(len(t) for t, _, _ in trace.steps)
     return "\n".join(f"{t:<{width}}  rows={r:<10d} {s * 1e3:9.1f} ms" for t, r, s in trace.steps)
 
 
 # ---------------------------------------------------------------------------------------------
-def _run(plan: QueryPlan, catalog: Catalog, comm: Any, options: QueryOptions | None,
-         trace: _Trace | None) -> Table:
+def _execute(select: exp.Select, catalog: Catalog, comm: Any, options: QueryOptions | None,
+             trace: _Trace | None, ctes: dict[str, exp.Select], gather: str) -> Table:
+    """Collective. Resolve the subqueries, plan, run. ``gather``: ``"root"`` (the result on
+    rank 0), ``"all"`` (on every rank) or ``"none"`` (left where it was computed)."""
     options = options or QueryOptions()
     trace = trace or _Trace(False, comm)
+    ctes = dict(ctes)
+    with_ = select.args.get("with_") or select.args.get("with")
+    if with_:
+        ctes.update({c.alias_or_name: c.this for c in with_.expressions})
+
+    def run(sub: exp.Select) -> Table:
+        trace.add(f"Subquery {_sql(sub)[:90]}", 0)
+        return _execute(sub, catalog, comm, options, trace, ctes, "all")
+
+    plan = plan_select(resolve_subqueries(select, run), ctes)
     trace.start()
     frames = {}
     for src in plan.sources:
-        frames[src.alias] = _scan(src, catalog, comm, trace)
+        if src.subquery is not None:
+            frames[src.alias] = _derived(src, catalog, comm, options, trace, ctes)
+        else:
+            frames[src.alias] = _scan(src, catalog, comm, trace)
     frame = _join_all(plan, frames, comm, options, trace)
     if plan.aggregates or plan.group or plan.distinct:
-        return _aggregate(plan, frame, comm, trace)
-    return _finish(plan, frame, list(plan.select.expressions), comm, trace, rewrite=None)
+        return _aggregate(plan, frame, comm, trace, gather)
+    return _finish(plan, frame, list(plan.select.expressions), comm, trace, None, gather)
+
+
+def _derived(src: Source, catalog: Catalog, comm: Any, options: QueryOptions, trace: _Trace,
+             ctes: dict[str, exp.Select]) -> Frame:
+    """A derived table or WITH table, run where its rows are (not gathered), then filtered."""
+    table = _execute(src.subquery, catalog, comm, options, trace, ctes, "none")
+    frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
+    frame = _filter(frame, *src.filters)
+    trace.add(f"Derived table {src.alias} [{', '.join(table.columns)}]", frame.nrows)
+    return frame
 
 
 def _filter(frame: Frame, *terms: exp.Expression) -> Frame:
@@ -365,7 +391,7 @@ def _agg_of(node: exp.Expression) -> _Agg:
     return _Agg(op, arg)
 
 
-def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, trace: _Trace) -> Table:
+def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, trace: _Trace, gather: str) -> Table:
     select = plan.select
     keys = list(plan.group)
     if plan.distinct and not keys:
@@ -423,7 +449,7 @@ def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, trace: _Trace) -> Table
         agg_frame = _filter(agg_frame, _rewritten(term, rewrite, keys))
         trace.add(f"Having {_sql(term)}", agg_frame.nrows)
     return _finish(plan, agg_frame, list(select.expressions), comm, trace,
-                   rewrite=lambda n: _rewritten(n, rewrite, keys))
+                   lambda n: _rewritten(n, rewrite, keys), gather)
 
 
 def _rewritten(node: exp.Expression, rewrite, keys) -> exp.Expression:
@@ -551,7 +577,7 @@ def _sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
 
 
 def _finish(plan: QueryPlan, frame: Frame, items: list[exp.Expression], comm: Any,
-            trace: _Trace, rewrite) -> Table:
+            trace: _Trace, rewrite, gather: str) -> Table:
     select = plan.select
     prep = rewrite or (lambda n: n)
     names = [item.alias_or_name for item in items]
@@ -582,13 +608,16 @@ def _finish(plan: QueryPlan, frame: Frame, items: list[exp.Expression], comm: An
         return {k: c.take(idx) for k, c in cols.items()}
 
     n = frame.nrows
-    if order_keys or plan.limit is not None:
+    ordered = bool(order_keys) or plan.limit is not None
+    if ordered:
         out = cut(out, n)  # this rank's top rows
-    if comm.Get_size() > 1:
+    if comm.Get_size() > 1 and (gather != "none" or ordered):
         n_local = len(next(iter(out.values()))) if out else 0
         out = ship(out, np.zeros(n_local, np.int64), comm)
-        if comm.Get_rank() == 0 and (order_keys or plan.limit is not None):
+        if comm.Get_rank() == 0 and ordered:
             out = cut(out, len(next(iter(out.values()))))
+        if gather == "all":
+            out = allgather_columns(out, comm)
     result = Table({k: c for k, c in out.items() if not k.startswith("\0")})
     label = "Project"
     if order_keys:

@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 from sqlglot import exp
+from sqlglot.generator import Generator
 
 from .errors import SQLError, UnsupportedSQL, describe
 from .table import Column
 
-__all__ = ["Frame", "Value", "evaluate", "column_key", "to_column", "predicate_mask"]
+__all__ = ["Frame", "InSet", "Value", "evaluate", "column_key", "to_column", "predicate_mask"]
 
 _EPOCH = dt.date(1970, 1, 1)
 
@@ -48,6 +49,46 @@ class Value:
     @property
     def scalar(self) -> bool:
         return np.ndim(self.values) == 0
+
+
+class InSet(exp.Expression):
+    """``this`` is in a set of values a subquery computed (``meta["values"]``: strings for
+    a string column, else numbers or int32 days); with ``meta["exists"]`` a null ``this``
+    gives false (EXISTS semantics) rather than null (IN semantics)."""
+
+    arg_types = {"this": True}
+
+
+def _in_set_sql(self: Generator, node: InSet) -> str:  # how EXPLAIN and errors print it
+    return f"{self.sql(node, 'this')} IN (<{len(node.meta.get('values', ()))} values>)"
+
+
+def _register_sql() -> None:
+    """Teach sqlglot's generators (the base and DuckDB's) to print InSet."""
+    from sqlglot import generator
+    from sqlglot.dialects.duckdb import DuckDB
+
+    for gen in (Generator, DuckDB.Generator):
+        gen.TRANSFORMS = {**gen.TRANSFORMS, InSet: _in_set_sql}
+        getattr(generator, "_DISPATCH_CACHE", {}).pop(gen, None)
+
+
+_register_sql()
+
+
+def _in_set(node: InSet, frame: Frame) -> Value:
+    v = evaluate(node.this, frame)
+    values = node.meta["values"]
+    if v.kind == "string":
+        table = np.isin(v.dictionary.astype(str), values.astype(str))
+        hit = table[v.values] if len(table) else np.zeros(np.shape(v.values), bool)
+    elif values.dtype.kind in "US":
+        raise SQLError(f"type mismatch: {v.kind} IN a subquery of strings: {node.this.sql()}")
+    else:
+        hit = np.isin(v.values, values)
+    if node.meta.get("exists"):
+        return Value(hit if v.valid is None else hit & v.valid, "bool")
+    return Value(hit, "bool", valid=v.valid)
 
 
 def column_key(node: exp.Column) -> str:
@@ -90,7 +131,10 @@ def evaluate(node: exp.Expression, frame: Frame) -> Value:
     handler = _HANDLERS.get(type(node))
     if handler is None:
         raise UnsupportedSQL(f"unsupported expression {describe(node)}")
-    return handler(node, frame)
+    out = handler(node, frame)
+    if node.args.get("negate"):  # sqlglot's NOT LIKE: Like(negate=True)
+        out = Value(~np.asarray(out.values, bool), "bool", valid=out.valid)
+    return out
 
 
 def _column(node: exp.Column, frame: Frame) -> Value:
@@ -476,5 +520,6 @@ _HANDLERS: dict[type, Any] = {
     exp.Case: _case,
     exp.Extract: _extract,
     exp.Substring: _substring,
+    InSet: _in_set,
     **{op: _compare for op in _CMP},
 }

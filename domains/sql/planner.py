@@ -11,6 +11,7 @@ outside the supported subset raises :class:`UnsupportedSQL` naming the construct
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from sqlglot import exp, parse_one
@@ -36,6 +37,7 @@ class Source:
     filters: list[exp.Expression] = field(default_factory=list)
     left_join: bool = False
     on: list[exp.Expression] = field(default_factory=list)
+    subquery: exp.Select | None = None  # a derived table or a WITH table: run first
 
 
 @dataclass
@@ -110,26 +112,33 @@ def _factor_or(term: exp.Expression, sources: set[str]) -> list[exp.Expression]:
     return out
 
 
+def own_nodes(select: exp.Expression) -> Iterator[exp.Expression]:
+    """The nodes of a SELECT outside its nested queries (which are planned on their own)."""
+    return select.walk(prune=lambda n: n is not select and isinstance(
+        n, exp.Select | exp.Subquery | exp.Union))
+
+
 def _reject_unsupported(select: exp.Expression) -> None:
     if not isinstance(select, exp.Select):
         raise UnsupportedSQL(f"only SELECT statements are supported, got {describe(select)}")
-    for key in ("with", "windows", "qualify", "offset"):
+    for key in ("windows", "qualify", "offset"):
         if select.args.get(key):
             raise UnsupportedSQL(f"unsupported clause {key.upper()}{position(select.args[key])}")
-    for node in select.walk():
-        if node is select:
-            continue
-        if isinstance(node, exp.Select | exp.Subquery | exp.Exists | exp.Union):
-            raise UnsupportedSQL(f"subqueries are not supported yet: {describe(node)}")
+    for node in own_nodes(select):
+        if isinstance(node, exp.Union):
+            raise UnsupportedSQL(f"UNION is not supported: {describe(node)}")
         if isinstance(node, exp.Window):
             raise UnsupportedSQL(f"window functions are not supported: {describe(node)}")
         if isinstance(node, exp.Join) and (node.args.get("using") or node.side == "RIGHT"
                                            or node.side == "FULL" or node.kind == "CROSS"
                                            and node.args.get("on")):
             raise UnsupportedSQL(f"unsupported join {describe(node)}")
+    for node in select.find_all(exp.Select):
+        if node is not select:
+            _reject_unsupported(node)
 
 
-def _parse(sql: str, catalog: Catalog) -> exp.Select:
+def parse(sql: str, catalog: Catalog) -> exp.Select:
     try:
         tree = parse_one(sql, dialect="duckdb")
     except ParseError as exc:
@@ -138,8 +147,9 @@ def _parse(sql: str, catalog: Catalog) -> exp.Select:
     if tree is None:
         raise SQLError("empty query")
     _reject_unsupported(tree)
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     for t in tree.find_all(exp.Table):
-        if t.name not in catalog.tables:
+        if t.name not in catalog.tables and t.name not in ctes:
             raise SQLError(f"unknown table {t.name!r}{position(t)}; tables: {catalog.tables}")
     try:
         return qualify(tree, schema=catalog.schema(), dialect="duckdb", quote_identifiers=False)
@@ -162,7 +172,25 @@ def plan_query(sql: str, catalog: Catalog) -> QueryPlan:
     UnsupportedSQL
         A construct outside the supported subset, named with its position.
     """
-    select = _parse(sql, catalog)
+    return plan_select(parse(sql, catalog))
+
+
+def plan_select(select: exp.Select, ctes: dict[str, exp.Select] | None = None) -> QueryPlan:
+    """Split a parsed, qualified SELECT whose WHERE/HAVING subqueries are already resolved
+    (:mod:`.subqueries`); FROM items that are derived tables or WITH tables become sources
+    that run first. ``ctes``: the WITH tables in scope.
+
+    Raises
+    ------
+    SQLError
+        Malformed query, unknown table or column.
+    UnsupportedSQL
+        A construct outside the supported subset, named with its position.
+    """
+    ctes = dict(ctes or {})
+    with_ = select.args.get("with_") or select.args.get("with")
+    if with_:
+        ctes.update({c.alias_or_name: c.this for c in with_.expressions})
     sources: list[Source] = []
     pool: list[exp.Expression] = conjuncts(select.args.get("where") and select.args["where"].this)
     from_ = select.args.get("from_") or select.args.get("from")
@@ -171,9 +199,14 @@ def plan_query(sql: str, catalog: Catalog) -> QueryPlan:
     tables = [from_.this] + [j.this for j in select.args.get("joins") or []]
     joins = [None] + list(select.args.get("joins") or [])
     for t, j in zip(tables, joins, strict=True):
-        if not isinstance(t, exp.Table):
-            raise UnsupportedSQL(f"FROM item {describe(t)}: only tables are supported")
-        src = Source(alias=t.alias_or_name, table=t.name)
+        if isinstance(t, exp.Subquery) and isinstance(t.this, exp.Select):
+            src = Source(alias=t.alias_or_name, table=t.alias_or_name, subquery=t.this)
+        elif isinstance(t, exp.Table) and t.name in ctes:
+            src = Source(alias=t.alias_or_name, table=t.name, subquery=ctes[t.name])
+        elif isinstance(t, exp.Table):
+            src = Source(alias=t.alias_or_name, table=t.name)
+        else:
+            raise UnsupportedSQL(f"FROM item {describe(t)}: only tables and subqueries")
         on = conjuncts(j.args.get("on")) if j is not None else []
         if j is not None and j.side == "LEFT":
             src.left_join, src.on = True, on
@@ -198,11 +231,12 @@ def plan_query(sql: str, catalog: Catalog) -> QueryPlan:
         else:
             residual.append(term)
     for src in sources:
-        src.columns = sorted({c.name for c in select.find_all(exp.Column) if c.table == src.alias}
+        src.columns = sorted({c.name for n in own_nodes(select) if isinstance(n, exp.Column)
+                              for c in [n] if c.table == src.alias}
                              | {c.name for t in src.on for c in t.find_all(exp.Column)
                                 if c.table == src.alias})
     group = list(select.args["group"].expressions) if select.args.get("group") else []
-    has_agg = any(select.find_all(*_AGGREGATES))
+    has_agg = any(isinstance(n, _AGGREGATES) for n in own_nodes(select))
     limit = None
     if select.args.get("limit") is not None:
         lim = select.args["limit"].expression
