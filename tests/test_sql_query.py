@@ -113,6 +113,8 @@ RANDOM_QUERIES = [
     "select t.v from t where t.v > (select avg(u.w) from u) order by t.v",
     "select d.g, d.c from (select t.g as g, count(*) as c from t group by t.g) as d "
     "where d.c > 1 order by d.g",
+    "select t.g, t.v from t where t.v > (select avg(u.w) from u where u.k = t.k) "
+    "order by t.g, t.v",
 ]
 
 
@@ -145,7 +147,7 @@ def small():
     ("select b from t", SQLError, r"Column 'b' could not be resolved"),
     ("select a from t where s > 3", SQLError, r"type mismatch: string compared with int"),
     ("select sum(s) from t", SQLError, r"type mismatch: SUM of a string"),
-    ("select a from t where a = (select max(t2.a) from t as t2 where t2.s = t.s)",
+    ("select a from t where a > (select count(*) from t as t2 where t2.s = t.s)",
      UnsupportedSQL, r"correlated subqueries are not supported yet \(it refers to t.s\)"),
     ("select a, row_number() over () from t", UnsupportedSQL, r"window functions"),
     ("select t.a from t, t as t2", UnsupportedSQL, r"cross joins"),

@@ -307,10 +307,14 @@ def _key_arrays(x: Column, y: Column) -> tuple[np.ndarray, np.ndarray]:
         rx = np.searchsorted(merged, x.dictionary.astype(str)).astype(np.int64)
         ry = np.searchsorted(merged, y.dictionary.astype(str)).astype(np.int64)
         return rx[x.values], ry[y.values]
-    if x.kind == "string" or y.kind == "string" or x.values.dtype.kind == "f" \
-            or y.values.dtype.kind == "f":
-        raise UnsupportedSQL(f"join keys of kinds {x.kind} and {y.kind}: integer, date or "
-                             "string keys of the same kind only")
+    if x.kind == "string" or y.kind == "string" or (x.kind == "date") != (y.kind == "date"):
+        raise UnsupportedSQL(f"join keys of kinds {x.kind} and {y.kind}: numbers, dates or "
+                             "strings on both sides")
+    if x.values.dtype.kind == "f" or y.values.dtype.kind == "f":  # equal values, equal bits
+        def bits(v: np.ndarray) -> np.ndarray:
+            return (v.astype(np.float64) + 0.0).view(np.int64)  # -0.0 as 0.0
+
+        return bits(x.values), bits(y.values)
     return x.values.astype(np.int64, copy=False), y.values.astype(np.int64, copy=False)
 
 

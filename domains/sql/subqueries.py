@@ -107,6 +107,51 @@ def _exists(node: exp.Exists, run: Callable[[exp.Select], Table]) -> InSet:
     return _in_set(outer, run(keys), node, exists=True)
 
 
+def _decorrelate(node: exp.Subquery, inner: exp.Select, outer: exp.Select, n: int) -> bool:
+    """Rewrite a correlated scalar aggregate in WHERE, ``x < (SELECT agg(..) FROM .. WHERE
+    inner.k = outer.k AND <inner-only terms>)``, as a join with the derived table
+    ``SELECT inner.k, agg(..) .. GROUP BY inner.k`` (TPC-H Q2, Q17, Q20). A key with no
+    inner rows gives no join row, as the NULL the subquery gives fails the comparison.
+    Returns False (leaving the query alone) when the pattern does not apply."""
+    where = outer.args.get("where")
+    items = inner.expressions
+    if (where is None or not any(node is n for n in where.walk()) or len(items) != 1
+            or inner.args.get("group") or inner.args.get("having") or inner.args.get("limit")):
+        return False
+    value = items[0].unalias()
+    aggs = [a for a in value.find_all(exp.AggFunc)]
+    if not aggs or any(isinstance(a, exp.Count) for a in aggs):
+        return False  # COUNT of no rows is 0, not NULL: a join would drop those keys
+    mine = _scope(inner)
+    keep, links = [], []
+    sub_where = inner.args.get("where")
+    for term in conjuncts(sub_where.this if sub_where else None):
+        outside = [c for c in term.find_all(exp.Column) if c.table and c.table not in mine]
+        if not outside:
+            keep.append(term)
+        elif (isinstance(term, exp.EQ) and isinstance(term.this, exp.Column)
+              and isinstance(term.expression, exp.Column) and len(outside) == 1):
+            inside = term.expression if term.this is outside[0] else term.this
+            links.append((inside, outside[0]))
+        else:
+            return False
+    if not links or any(c.table not in mine for c in value.find_all(exp.Column)):
+        return False
+    alias = f"_sq{n}"
+    derived = inner.copy()
+    derived.set("expressions", [exp.alias_(k.copy(), f"k{i}") for i, (k, _) in enumerate(links)]
+                + [exp.alias_(value.copy(), "v")])
+    derived.set("where", exp.Where(this=_and(keep)) if keep else None)
+    derived.set("group", exp.Group(expressions=[k.copy() for k, _ in links]))
+    outer.append("joins", exp.Join(this=exp.Subquery(
+        this=derived, alias=exp.TableAlias(this=exp.to_identifier(alias)))))
+    node.replace(exp.column("v", table=alias))
+    cond = [exp.EQ(this=o.copy(), expression=exp.column(f"k{i}", table=alias))
+            for i, (_, o) in enumerate(links)]
+    outer.set("where", exp.Where(this=_and([outer.args["where"].this, *cond])))
+    return True
+
+
 def _and(terms: list[exp.Expression]) -> exp.Expression:
     out = terms[0]
     for t in terms[1:]:
@@ -124,6 +169,7 @@ def resolve_subqueries(select: exp.Select, run: Callable[[exp.Select], Table]) -
                                                                   | exp.In))]
     if not targets:
         return select
+    decorrelated: list[exp.Expression] = []
     for node in targets:
         if isinstance(node, exp.Exists):
             node.replace(_exists(node, run))
@@ -133,6 +179,10 @@ def resolve_subqueries(select: exp.Select, run: Callable[[exp.Select], Table]) -
         if not isinstance(inner, exp.Select):
             raise UnsupportedSQL(f"subquery {describe(node)}")
         refs = _outer_refs(inner)
+        if refs and isinstance(node, exp.Subquery) and _decorrelate(node, inner, select,
+                                                                   len(decorrelated)):
+            decorrelated.append(node)
+            continue
         if refs:
             raise UnsupportedSQL(f"correlated subqueries are not supported yet (it refers to "
                                  f"{refs[0].sql()}): {describe(node)}")
