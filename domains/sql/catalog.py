@@ -13,6 +13,7 @@ import numpy as np
 
 from hpc.comm import resolve_comm
 
+from . import strings
 from .errors import SQLError
 from .table import Column, Table, merge_dictionaries, read_parquet
 
@@ -180,12 +181,10 @@ def _concat(parts: list[Table], comm: Any) -> Table:
     for name, first in parts[0].columns.items():
         dictionary = first.dictionary
         if first.kind == "string":  # parts read separately: one dictionary for all
-            dictionary = np.unique(np.concatenate([p[name].dictionary.astype(str) for p in parts]))
+            dictionary = strings.merge([p[name].dictionary for p in parts])
             values = np.concatenate([
-                np.searchsorted(dictionary, p[name].dictionary.astype(str)).astype(np.int32)[
-                    p[name].values] for p in parts
+                strings.remap(p[name].dictionary, dictionary)[p[name].values] for p in parts
             ])
-            dictionary = dictionary.astype(object)
         else:
             values = np.concatenate([p[name].values for p in parts])
         valids = [p[name].valid for p in parts]

@@ -30,6 +30,7 @@ from sqlglot import exp
 
 from hpc.comm import resolve_comm
 
+from . import strings
 from .aggregate import combine_ids, group_ids, reduce_groups
 from .catalog import Catalog
 from .errors import SQLError, UnsupportedSQL, describe
@@ -303,9 +304,11 @@ def _left_join(current: _Joined, src: Source, frame: Frame, comm: Any, options: 
 def _key_arrays(x: Column, y: Column) -> tuple[np.ndarray, np.ndarray]:
     """Join keys of both sides as comparable int64 arrays."""
     if x.kind == "string" and y.kind == "string":
-        merged = np.unique(np.concatenate([x.dictionary.astype(str), y.dictionary.astype(str)]))
-        rx = np.searchsorted(merged, x.dictionary.astype(str)).astype(np.int64)
-        ry = np.searchsorted(merged, y.dictionary.astype(str)).astype(np.int64)
+        if x.dictionary is y.dictionary:
+            return x.values.astype(np.int64), y.values.astype(np.int64)
+        merged = strings.merge([x.dictionary, y.dictionary])
+        rx = strings.remap(x.dictionary, merged).astype(np.int64)
+        ry = strings.remap(y.dictionary, merged).astype(np.int64)
         return rx[x.values], ry[y.values]
     if x.kind == "string" or y.kind == "string" or (x.kind == "date") != (y.kind == "date"):
         raise UnsupportedSQL(f"join keys of kinds {x.kind} and {y.kind}: numbers, dates or "

@@ -19,6 +19,7 @@ import numpy as np
 from sqlglot import exp
 from sqlglot.generator import Generator
 
+from . import strings
 from .errors import SQLError, UnsupportedSQL, describe
 from .table import Column
 
@@ -80,7 +81,7 @@ def _in_set(node: InSet, frame: Frame) -> Value:
     v = evaluate(node.this, frame)
     values = node.meta["values"]
     if v.kind == "string":
-        table = np.isin(v.dictionary.astype(str), values.astype(str))
+        table = strings.isin(v.dictionary, values)
         hit = table[v.values] if len(table) else np.zeros(np.shape(v.values), bool)
     elif values.dtype.kind in "US":
         raise SQLError(f"type mismatch: {v.kind} IN a subquery of strings: {node.this.sql()}")
@@ -319,9 +320,8 @@ _CMP = {
 
 def _text_bound(dictionary: np.ndarray, text: str, op: type) -> tuple[Any, type]:
     """A code threshold equivalent to comparing strings with ``text`` (dictionary sorted)."""
-    words = dictionary.astype(str)
-    lo = int(np.searchsorted(words, text, side="left"))
-    hi = int(np.searchsorted(words, text, side="right"))
+    lo = strings.bound(dictionary, text, "left")
+    hi = strings.bound(dictionary, text, "right")
     if op in (exp.EQ, exp.NEQ):
         return (lo if hi > lo else -1), op  # -1: no code equals text
     if op is exp.LT:
@@ -337,9 +337,9 @@ def _merged_codes(a: Value, b: Value) -> tuple[np.ndarray, np.ndarray]:
     """Codes of two string values in one shared sorted dictionary."""
     if a.dictionary is b.dictionary or np.array_equal(a.dictionary, b.dictionary):
         return a.values, b.values
-    merged = np.unique(np.concatenate([a.dictionary.astype(str), b.dictionary.astype(str)]))
-    ra = np.searchsorted(merged, a.dictionary.astype(str)).astype(np.int32)
-    rb = np.searchsorted(merged, b.dictionary.astype(str)).astype(np.int32)
+    merged = strings.merge([a.dictionary, b.dictionary])
+    ra = strings.remap(a.dictionary, merged)
+    rb = strings.remap(b.dictionary, merged)
     return ra[a.values], rb[b.values]
 
 
@@ -380,7 +380,7 @@ def _in(node: exp.In, frame: Frame) -> Value:
     if v.kind == "string":
         if any(i.kind != "text" for i in items):
             raise SQLError(f"type mismatch: IN list of a string column in {describe(node)}")
-        table = np.isin(v.dictionary.astype(str), [i.text for i in items])
+        table = strings.isin(v.dictionary, [i.text for i in items])
         return Value(table[v.values], "bool", valid=v.valid)
     if any(i.kind == "text" for i in items):
         if v.kind != "date":
@@ -389,20 +389,11 @@ def _in(node: exp.In, frame: Frame) -> Value:
     return Value(np.isin(v.values, [i.values for i in items]), "bool", valid=v.valid)
 
 
-def _like_regex(pattern: str) -> re.Pattern[str]:
-    out = []
-    for ch in pattern:
-        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
-    return re.compile("".join(out), re.DOTALL)
-
-
 def _like(node: exp.Like, frame: Frame) -> Value:
     v, p = evaluate(node.this, frame), evaluate(node.expression, frame)
     if v.kind != "string" or p.kind != "text":
         raise UnsupportedSQL(f"LIKE needs a string column and a constant pattern: {describe(node)}")
-    rx = _like_regex(p.text or "")
-    table = np.fromiter((rx.fullmatch(w) is not None for w in v.dictionary.astype(str)), bool,
-                        count=len(v.dictionary))
+    table = strings.like(v.dictionary, p.text or "")
     return Value(table[v.values] if len(table) else np.zeros(len(v.values), bool), "bool",
                  valid=v.valid)
 
@@ -490,11 +481,9 @@ def _substring(node: exp.Substring, frame: Frame) -> Value:
     n = evaluate(length, frame) if length is not None else None
     if v.kind != "string" or not s.scalar or (n is not None and not n.scalar):
         raise UnsupportedSQL(f"SUBSTRING of a string column by constants: {describe(node)}")
-    lo = max(int(s.values) - 1, 0)
-    hi = None if n is None else lo + int(n.values)
-    words = np.asarray([w[lo:hi] for w in v.dictionary.astype(str)], dtype=object)
-    dictionary, codes = np.unique(words.astype(str), return_inverse=True)
-    return Value(codes.astype(np.int32)[v.values], "string", dictionary.astype(object), v.valid)
+    dictionary, codes = strings.substring(v.dictionary, int(s.values),
+                                          None if n is None else int(n.values))
+    return Value(codes[v.values], "string", dictionary, v.valid)
 
 
 _HANDLERS: dict[type, Any] = {

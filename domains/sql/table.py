@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from . import strings
+
 __all__ = ["Column", "Table", "read_parquet", "merge_dictionaries"]
 
 
@@ -129,8 +131,9 @@ def _from_arrow_column(name: str, chunked: Any) -> Column:
         if hasattr(chunked, "unify_dictionaries"):
             chunked = chunked.unify_dictionaries()
             arr = chunked.combine_chunks() if chunked.num_chunks else arr
-        words = np.asarray(arr.dictionary.cast(pa.string()).to_pylist(), dtype=object)
-        order = np.argsort(words.astype(str), kind="stable")
+        entries = arr.dictionary.cast(pa.string())
+        words = np.asarray(entries.to_numpy(zero_copy_only=False), dtype=object)
+        order = strings.sort_order(entries)
         rank = np.empty(len(order), dtype=np.int32)
         rank[order] = np.arange(len(order), dtype=np.int32)
         indices = _numpy(arr.indices, 0)
@@ -140,8 +143,8 @@ def _from_arrow_column(name: str, chunked: Any) -> Column:
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         words = arr.cast(pa.string()).fill_null("")
         encoded = pc.dictionary_encode(words)
-        dictionary = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
-        order = np.argsort(dictionary.astype(str), kind="stable")
+        dictionary = np.asarray(encoded.dictionary.to_numpy(zero_copy_only=False), dtype=object)
+        order = strings.sort_order(encoded.dictionary)
         rank = np.empty(len(order), dtype=np.int32)
         rank[order] = np.arange(len(order), dtype=np.int32)
         codes = rank[encoded.indices.to_numpy(zero_copy_only=False)]
@@ -196,12 +199,13 @@ def _is_text(t: Any) -> bool:
 
 def _dedupe(c: Column) -> Column:
     """One code per distinct string (a dictionary may repeat a value)."""
-    words = c.dictionary.astype(str)
-    if len(words) < 2 or (words[1:] != words[:-1]).all():
+    import pyarrow.compute as pc
+
+    words = strings.arrow(c.dictionary)
+    if len(words) < 2 or not pc.any(pc.equal(words[1:], words[:-1])).as_py():
         return c
-    unique, first = np.unique(words, return_index=True)
-    remap = np.searchsorted(unique, words).astype(np.int32)
-    return Column(remap[c.values], "string", c.dictionary[first], c.valid)
+    unique = strings.merge([c.dictionary])
+    return Column(strings.remap(c.dictionary, unique)[c.values], "string", unique, c.valid)
 
 
 def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None) -> Table:
@@ -251,10 +255,9 @@ def merge_dictionaries(table: Table, comm: Any) -> Table:
         return table
     for c in table.columns.values():
         if c.kind == "string":
-            merged = np.asarray(
-                sorted(set(allgather_strings(comm, c.dictionary.tolist()))), dtype=object
-            )
-            remap = np.searchsorted(merged.astype(str), c.dictionary.astype(str)).astype(np.int32)
+            everyone = np.asarray(allgather_strings(comm, c.dictionary.tolist()), dtype=object)
+            merged = strings.merge([everyone])
+            remap = strings.remap(c.dictionary, merged)
             c.values = remap[c.values] if len(c) else c.values
             c.dictionary = merged
     return table

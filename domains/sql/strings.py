@@ -1,0 +1,99 @@
+"""Operations on string dictionaries (sorted object arrays of Python ``str``) done by Arrow's
+C++ kernels: sorting, merging, LIKE, IN, SUBSTRING. A dictionary can hold millions of
+distinct strings (TPC-H comments), where NumPy's fixed-width conversions are far too slow.
+The Arrow copy of each dictionary is cached."""
+
+from __future__ import annotations
+
+import bisect
+import weakref
+from typing import Any
+
+import numpy as np
+
+__all__ = ["arrow", "sort_order", "bound", "like", "isin", "merge", "remap", "substring"]
+
+_by_id: dict[int, tuple[Any, Any]] = {}
+
+
+def arrow(dictionary: np.ndarray) -> Any:
+    """The dictionary as a ``pyarrow.StringArray`` (cached per array object)."""
+    import pyarrow as pa
+
+    hit = _by_id.get(id(dictionary))
+    if hit is not None and hit[0]() is dictionary:
+        return hit[1]
+    out = pa.array(dictionary, type=pa.string(), from_pandas=True)
+    _by_id[id(dictionary)] = (weakref.ref(dictionary), out)
+    if len(_by_id) > 256:  # forget arrays that are gone
+        for key in [k for k, (ref, _) in _by_id.items() if ref() is None]:
+            del _by_id[key]
+    return out
+
+
+def sort_order(words: Any) -> np.ndarray:
+    """Indices that sort an Arrow string array (byte order: UTF-8 order is code point order)."""
+    import pyarrow.compute as pc
+
+    return pc.array_sort_indices(words).to_numpy(zero_copy_only=False)
+
+
+def bound(dictionary: np.ndarray, text: str, side: str) -> int:
+    """``searchsorted`` on a sorted dictionary by binary search over the Python strings."""
+    return (bisect.bisect_left if side == "left" else bisect.bisect_right)(dictionary, text)
+
+
+def like(dictionary: np.ndarray, pattern: str) -> np.ndarray:
+    """Which dictionary entries match a SQL LIKE pattern (``%``, ``_``; case-sensitive)."""
+    import pyarrow.compute as pc
+
+    if len(dictionary) == 0:
+        return np.zeros(0, bool)
+    return pc.match_like(arrow(dictionary), pattern).to_numpy(zero_copy_only=False)
+
+
+def isin(dictionary: np.ndarray, values: Any) -> np.ndarray:
+    """Which dictionary entries are among ``values`` (strings)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if len(dictionary) == 0:
+        return np.zeros(0, bool)
+    value_set = pa.array([str(v) for v in values], type=pa.string())
+    return pc.is_in(arrow(dictionary), value_set=value_set).to_numpy(zero_copy_only=False)
+
+
+def merge(dictionaries: list[np.ndarray]) -> np.ndarray:
+    """One sorted dictionary holding every string of the given ones."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    words = pa.concat_arrays([arrow(d) for d in dictionaries]) if dictionaries else pa.array(
+        [], pa.string())
+    unique = pc.unique(words)
+    return np.asarray(unique.take(sort_order(unique)).to_numpy(zero_copy_only=False), object)
+
+
+def remap(dictionary: np.ndarray, merged: np.ndarray) -> np.ndarray:
+    """int32 position in ``merged`` of every entry of ``dictionary`` (all present)."""
+    import pyarrow.compute as pc
+
+    if len(dictionary) == 0:
+        return np.zeros(0, np.int32)
+    return pc.index_in(arrow(dictionary), value_set=arrow(merged)).to_numpy(
+        zero_copy_only=False).astype(np.int32)
+
+
+def substring(dictionary: np.ndarray, start: int, length: int | None) -> tuple[np.ndarray,
+                                                                               np.ndarray]:
+    """SQL SUBSTRING (1-based ``start``) of every entry: ``(new sorted dictionary, remap from
+    old codes to new codes)``."""
+    import pyarrow.compute as pc
+
+    lo = max(start - 1, 0)
+    stop = None if length is None else lo + length
+    cut = pc.utf8_slice_codeunits(arrow(dictionary), lo, stop) if len(dictionary) else arrow(
+        dictionary)
+    words = np.asarray(cut.to_numpy(zero_copy_only=False), object)
+    new = merge([words])
+    return new, remap(words, new)
