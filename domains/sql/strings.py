@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["arrow", "sort_order", "bound", "like", "isin", "merge", "remap", "substring"]
+__all__ = [
+    "arrow", "to_numpy", "sort_order", "bound", "like", "isin", "merge", "remap", "substring"
+]
 
 _by_id: dict[int, tuple[Any, Any]] = {}
 
@@ -28,6 +30,13 @@ def arrow(dictionary: np.ndarray) -> Any:
     if len(_by_id) > 256:  # forget arrays that are gone
         for key in [k for k, (ref, _) in _by_id.items() if ref() is None]:
             del _by_id[key]
+    return out
+
+
+def to_numpy(words: Any) -> np.ndarray:
+    """An Arrow string array as a NumPy object array, remembering the Arrow copy."""
+    out = np.asarray(words.to_numpy(zero_copy_only=False), dtype=object)
+    _by_id[id(out)] = (weakref.ref(out), words)
     return out
 
 

@@ -122,23 +122,22 @@ def _from_arrow_column(name: str, chunked: Any) -> Column:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if pa.types.is_dictionary(chunked.type) and hasattr(chunked, "unify_dictionaries"):
+        chunked = chunked.unify_dictionaries()  # one dictionary for all chunks
     arr = chunked.combine_chunks() if hasattr(chunked, "combine_chunks") else chunked
     t = arr.type
     valid = None
     if arr.null_count:
         valid = np.asarray(pc.is_valid(arr).to_numpy(zero_copy_only=False), dtype=bool)
     if pa.types.is_dictionary(t):  # Parquet's own dictionary: no re-encoding of the strings
-        if hasattr(chunked, "unify_dictionaries"):
-            chunked = chunked.unify_dictionaries()
-            arr = chunked.combine_chunks() if chunked.num_chunks else arr
         entries = arr.dictionary.cast(pa.string())
-        words = np.asarray(entries.to_numpy(zero_copy_only=False), dtype=object)
         order = strings.sort_order(entries)
         rank = np.empty(len(order), dtype=np.int32)
         rank[order] = np.arange(len(order), dtype=np.int32)
         indices = _numpy(arr.indices, 0)
         codes = rank[indices] if len(rank) else indices.astype(np.int32)
-        column = Column(codes.astype(np.int32, copy=False), "string", words[order], valid)
+        column = Column(codes.astype(np.int32, copy=False), "string",
+                        strings.to_numpy(entries.take(order)), valid)
         return _dedupe(column)
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         words = arr.cast(pa.string()).fill_null("")
