@@ -167,7 +167,10 @@ def _filter(frame: Frame, *terms: exp.Expression) -> Frame:
         mask = m if mask is None else mask & m
     if mask is None:
         return frame
-    return Frame({n: c.compress(mask) for n, c in frame.columns.items()}, int(mask.sum()))
+    index = np.flatnonzero(mask)  # once: faster than a boolean mask per column
+    if len(index) == frame.nrows:
+        return frame
+    return Frame({n: c.gather(index) for n, c in frame.columns.items()}, len(index))
 
 
 def _sql(node: exp.Expression) -> str:

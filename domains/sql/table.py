@@ -31,16 +31,15 @@ class Column:
     def __len__(self) -> int:
         return int(self.values.shape[0])
 
-    def compress(self, mask: np.ndarray) -> Column:
-        """The rows where ``mask`` is true (a filter)."""
-        valid = None if self.valid is None else self.valid[mask]
-        return Column(self.values[mask], self.kind, self.dictionary, valid)
+    def gather(self, index: np.ndarray) -> Column:
+        """Rows ``index`` (all valid row numbers: a filter's survivors)."""
+        valid = None if self.valid is None else self.valid.take(index)
+        return Column(self.values.take(index), self.kind, self.dictionary, valid)
 
     def take(self, index: np.ndarray) -> Column:
         """Rows ``index`` (``-1``: a null row, as an outer join produces)."""
         if len(self) and (len(index) == 0 or int(index.min()) >= 0):
-            valid = None if self.valid is None else self.valid[index]
-            return Column(self.values[index], self.kind, self.dictionary, valid)
+            return self.gather(index)
         missing = index < 0
         values = self.values[np.where(missing, 0, index)] if len(self) else self.values[:0]
         if len(self) == 0 and len(index):
