@@ -85,6 +85,12 @@ def _in_set(node: InSet, frame: Frame) -> Value:
         hit = table[v.values] if len(table) else np.zeros(np.shape(v.values), bool)
     elif values.dtype.kind in "US":
         raise SQLError(f"type mismatch: {v.kind} IN a subquery of strings: {node.this.sql()}")
+    elif values.dtype.kind in "iub" and np.asarray(v.values).dtype.kind in "iub" and not v.scalar:
+        from .join import hash_join  # a semi join: hashing beats np.isin's sort on big sets
+
+        rows, _ = hash_join(np.asarray(v.values), values.astype(np.int64), "semi")
+        hit = np.zeros(len(v.values), bool)
+        hit[rows] = True
     else:
         hit = np.isin(v.values, values)
     if node.meta.get("exists"):

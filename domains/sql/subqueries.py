@@ -71,7 +71,8 @@ def _constant(table: Table, node: exp.Expression) -> exp.Expression:
 def _in_set(this: exp.Expression, table: Table, node: exp.Expression, exists: bool) -> InSet:
     values, _ = _single_column(table, node)
     out = InSet(this=this.copy())
-    out.meta["values"] = np.unique(values)
+    # numbers go to a hash semi join as they are; strings are matched against a dictionary
+    out.meta["values"] = np.unique(values) if values.dtype.kind == "O" else values
     out.meta["exists"] = exists
     return out
 
