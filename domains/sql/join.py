@@ -90,6 +90,106 @@ def fill(hit, chain, offsets, left, right):  # type: ignore[no-untyped-def]
             j = chain[j]
 
 
+# -- radix-partitioned join for large inputs: per-partition hash tables that fit in cache ---
+@njit(nogil=True, cache=True)
+def radix_partition(keys, bits):  # type: ignore[no-untyped-def]
+    # rows grouped by the top bits of their key hash (stable): order, partition starts
+    n = keys.shape[0]
+    nparts = 1 << bits
+    part = np.empty(n, dtype=np.int64)
+    start = np.zeros(nparts + 1, dtype=np.int64)
+    for i in range(n):
+        h = np.uint64(keys[i]) * np.uint64(0x9E3779B97F4A7C15)
+        q = np.int64(h >> np.uint64(64 - bits))
+        part[i] = q
+        start[q + 1] += 1
+    for q in range(nparts):
+        start[q + 1] += start[q]
+    pos = start[:-1].copy()
+    order = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        q = part[i]
+        order[pos[q]] = i
+        pos[q] += 1
+    return order, start
+
+
+@njit(inline="always", cache=True)
+def _local_table(bkeys, border, b0, b1):  # type: ignore[no-untyped-def]
+    m = b1 - b0
+    capacity = 16
+    while capacity < 2 * m:
+        capacity *= 2
+    mask = capacity - 1
+    table = np.full((capacity, 2), -1, dtype=np.int64)
+    last = np.full(capacity, -1, dtype=np.int64)
+    chain = np.full(max(m, 1), -1, dtype=np.int64)
+    for j in range(m):
+        k = bkeys[border[b0 + j]]
+        s = slot_of(k, mask)
+        while table[s, 1] != -1 and table[s, 0] != k:
+            s = (s + 1) & mask
+        if table[s, 1] == -1:
+            table[s, 0] = k
+            table[s, 1] = j
+        else:
+            chain[last[s]] = j
+        last[s] = j
+    return table, chain, mask
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def radix_count(pkeys, porder, pstart, bkeys, border, bstart, outer):  # type: ignore[no-untyped-def]
+    counts = np.zeros(pkeys.shape[0], dtype=np.int64)  # by position in porder
+    for q in prange(pstart.shape[0] - 1):
+        table, chain, mask = _local_table(bkeys, border, bstart[q], bstart[q + 1])
+        for i in range(pstart[q], pstart[q + 1]):
+            j = find(pkeys[porder[i]], table, mask)
+            c = 0
+            while j != -1:
+                c += 1
+                j = chain[j]
+            counts[i] = c if c > 0 or not outer else 1
+    return counts
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def radix_fill(pkeys, porder, pstart, bkeys, border, bstart, offsets, left, right):  # type: ignore[no-untyped-def]
+    for q in prange(pstart.shape[0] - 1):
+        b0 = bstart[q]
+        table, chain, mask = _local_table(bkeys, border, b0, bstart[q + 1])
+        for i in range(pstart[q], pstart[q + 1]):
+            o = offsets[i]
+            j = find(pkeys[porder[i]], table, mask)
+            if j == -1 and o < offsets[i + 1]:
+                left[o] = porder[i]
+                right[o] = -1
+            while j != -1:
+                left[o] = porder[i]
+                right[o] = border[b0 + j]
+                o += 1
+                j = chain[j]
+
+
+def _radix_join(p: np.ndarray, b: np.ndarray, outer: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Inner or left join by radix partitions of about 4096 build rows (cache-sized tables);
+    pairs ordered by partition, then probe row, then build row (any thread count)."""
+    bits = int(min(14, max(4, np.ceil(np.log2(max(len(b), 1) / 4096)))))
+    porder, pstart = radix_partition(p, bits)
+    border, bstart = radix_partition(b, bits)
+    counts = radix_count(p, porder, pstart, b, border, bstart, outer)
+    offsets = np.zeros(len(p) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    left = np.empty(int(offsets[-1]), dtype=np.int64)
+    right = np.empty(int(offsets[-1]), dtype=np.int64)
+    radix_fill(p, porder, pstart, b, border, bstart, offsets, left, right)
+    return left, right
+
+
+# inputs at least this large (build rows, probe rows) take the radix-partitioned path
+RADIX_MIN = (1 << 17, 1 << 19)
+
+
 def _compile() -> dict[str, Any]:
     return {"build": build, "count": count, "fill": fill}
 
@@ -116,7 +216,8 @@ def hash_join(
     Returns
     -------
     (ndarray, ndarray)
-        int64 row indices, ordered by probe row, then build row.
+        int64 row indices, ordered by probe row, then build row; inner and left joins of
+        large inputs (``RADIX_MIN``) are radix-partitioned and ordered by partition first.
     """
     if how not in HOW:
         raise ValueError(f"how={how!r}: expected one of {HOW}")
@@ -131,6 +232,16 @@ def hash_join(
     if build_valid is not None:  # null build keys never match: leave them out of the table
         kept = np.flatnonzero(build_valid)
         b = b[kept]
+    big = len(b) >= RADIX_MIN[0] and len(p) >= RADIX_MIN[1]
+    if big and how in ("inner", "left") and (probe_valid is None or how == "inner"):
+        rows = None if probe_valid is None else np.flatnonzero(probe_valid)
+        left, right = _radix_join(p if rows is None else p[rows], b, how == "left")
+        if rows is not None:
+            left = rows[left]
+        if build_valid is not None:
+            hit = right >= 0
+            right[hit] = kept[right[hit]]
+        return left, right
     capacity = 1 << max(4, int(2 * max(len(b), 1) - 1).bit_length())
     table, chain = k["build"](b, capacity)
     valid = np.ones(len(p), dtype=bool) if probe_valid is None else probe_valid  # null: no match
