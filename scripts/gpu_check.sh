@@ -49,4 +49,8 @@ step "align: GPU scores vs CPU, and hpc bench align --json --backend gpu"
 timeout 60 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_align.py 2>&1 | tail -5 | tee -a "$LOG"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 timeout 90 $PY -m hpc bench align --json --backend gpu --reps 3 2>&1 | tail -1 | tee -a "$LOG"
+step "vector: hpc bench knn on the GPU (exact + IVF-Flat, 1e6 x 128, 1e4 queries)"
+timeout 170 $PY -m hpc bench knn --json --backend gpu --exact-queries 1e4 --cases flat,ivfflat 2>&1 \
+  | tail -1 | tee -a "$LOG"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
 exit $status

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+from hpc.domains.vector import FlatIndex, IVFFlatIndex, IVFPQIndex, ShardedIndex
 
 from hpc.comm import world
 from hpc.decomposition import chunk
-from hpc.domains.vector import FlatIndex, IVFFlatIndex, IVFPQIndex, ShardedIndex
 
 
 def main() -> int:

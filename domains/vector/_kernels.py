@@ -1,0 +1,741 @@
+"""Top-k selection and list-scanning kernels (numba on the CPU, numba.cuda on the GPU).
+
+Every selection keeps, per query, a bounded max-heap of *positions* (rows of the stored
+arrays) ordered by ``(score, id)``: the smaller score wins and equal scores are broken by the
+smaller id, so the selected set does not depend on the order in which rows are visited (a
+sharded search and a single-process search pick the same rows). Scores are "smaller is
+better": ``||x||^2 - 2 q.x`` for L2 (``||q||^2`` is added when exact distances are computed)
+and ``-q.x`` for inner product and cosine.
+
+The heap helpers are written once as plain Python and compiled for both targets (the globals
+they call are rebound per target with :func:`hpc.jit.rebind_globals`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from hpc.jit import rebind_globals
+
+__all__ = [
+    "NO_ID",
+    "GPU_KMAX",
+    "init_heaps",
+    "flat_select",
+    "merge_parts",
+    "blas_single_threaded",
+    "finish_heaps",
+    "exact_scores",
+    "scan_lists",
+    "scan_lists_gemm",
+    "merge_slots",
+    "scan_pq",
+    "merge_sorted",
+    "kmeans_accumulate",
+    "pq_update",
+    "assign_to_codes",
+    "gpu_kernels",
+]
+
+# fast-math without "no infinities / no NaNs": the heaps use +inf as the empty score
+_FAST = {"reassoc", "contract", "nsz", "arcp"}
+NO_ID = np.iinfo(np.int64).max  # the id of an empty heap slot: loses every tie
+GPU_KMAX = 256  # the largest k the GPU heap kernels take (larger k: a sort-based path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Heap helpers (plain Python; compiled per target)
+
+
+def _id_of(ids: Any, p: Any) -> Any:
+    """The id of stored position ``p`` (empty slots, ``p < 0``, rank last)."""
+    if p < 0:
+        return NO_ID
+    return ids[p]
+
+
+def _worse(d1: Any, i1: Any, d2: Any, i2: Any) -> bool:
+    """True when ``(d1, i1)`` ranks after ``(d2, i2)``."""
+    return d1 > d2 or (d1 == d2 and i1 > i2)
+
+
+def _worse_at(d1: Any, p1: Any, d2: Any, p2: Any, ids: Any) -> bool:
+    """:func:`_worse` of two stored positions; the ids are read only on a tie of score."""
+    if d1 != d2:
+        return d1 > d2
+    return _id_of(ids, p1) > _id_of(ids, p2)
+
+
+def _replace_top(hd: Any, hp: Any, k: int, d: Any, p: Any, ids: Any) -> None:
+    """Replace the heap's worst entry by ``(d, p)`` and restore the heap."""
+    pos = 0
+    while True:
+        c = 2 * pos + 1
+        if c >= k:
+            break
+        r = c + 1
+        if r < k and _worse_at(hd[r], hp[r], hd[c], hp[c], ids):
+            c = r
+        if _worse_at(hd[c], hp[c], d, p, ids):
+            hd[pos] = hd[c]
+            hp[pos] = hp[c]
+            pos = c
+        else:
+            break
+    hd[pos] = d
+    hp[pos] = p
+
+
+def _push(hd: Any, hp: Any, k: int, d: Any, p: Any, ids: Any) -> None:
+    """Offer ``(d, p)`` to the heap: kept when it beats the current worst entry."""
+    if _worse_at(hd[0], hp[0], d, p, ids):
+        _replace_top(hd, hp, k, d, p, ids)
+
+
+def _sift(hd: Any, hp: Any, n: int, start: int, ids: Any) -> None:
+    """Sift entry ``start`` down a heap of ``n`` entries."""
+    d = hd[start]
+    p = hp[start]
+    pos = start
+    while True:
+        c = 2 * pos + 1
+        if c >= n:
+            break
+        r = c + 1
+        if r < n and _worse_at(hd[r], hp[r], hd[c], hp[c], ids):
+            c = r
+        if _worse_at(hd[c], hp[c], d, p, ids):
+            hd[pos] = hd[c]
+            hp[pos] = hp[c]
+            pos = c
+        else:
+            break
+    hd[pos] = d
+    hp[pos] = p
+
+
+def _heapify(hd: Any, hp: Any, n: int, ids: Any) -> None:
+    for s in range(n // 2 - 1, -1, -1):
+        _sift(hd, hp, n, s, ids)
+
+
+def _sort_heap(hd: Any, hp: Any, k: int, ids: Any) -> None:
+    """Heap sort in place: ascending by ``(d, id)``."""
+    for end in range(k - 1, 0, -1):
+        d = hd[0]
+        p = hp[0]
+        hd[0] = hd[end]
+        hp[0] = hp[end]
+        hd[end] = d
+        hp[end] = p
+        _sift(hd, hp, end, 0, ids)
+
+
+_inline = njit(inline="always", cache=True)
+_c_id_of = _inline(_id_of)
+_c_worse = _inline(_worse)
+_c_worse_at = _inline(rebind_globals(_worse_at, _id_of=_c_id_of))
+_c_replace_top = _inline(rebind_globals(_replace_top, _worse_at=_c_worse_at))
+_c_push = _inline(rebind_globals(_push, _worse_at=_c_worse_at, _replace_top=_c_replace_top))
+_c_sift = _inline(rebind_globals(_sift, _worse_at=_c_worse_at))
+_c_heapify = njit(cache=True)(rebind_globals(_heapify, _sift=_c_sift))
+_c_sort_heap = njit(cache=True)(rebind_globals(_sort_heap, _sift=_c_sift))
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU kernels
+
+
+def init_heaps(*shape: int) -> tuple[np.ndarray, np.ndarray]:
+    """Empty heaps of ``shape`` (last axis: k): scores ``+inf``, positions ``-1``."""
+    return np.full(shape, np.inf, dtype=np.float32), np.full(shape, -1, dtype=np.int64)
+
+
+@njit(parallel=True, cache=True)
+def flat_select(
+    qs: np.ndarray,
+    x: np.ndarray,
+    norms: np.ndarray,
+    ids: np.ndarray,
+    mask: np.ndarray,
+    use_mask: bool,
+    l2: bool,
+    tile: int,
+    block: int,
+    nparts: int,
+    hd: np.ndarray,
+    hp: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Exact search: per task (query tile, database part) a GEMM ``qs_t @ x_b.T`` per
+    database block, folded at once into the heaps while it is in cache.
+
+    ``qs`` is ``-2 q`` for L2 (the score is then ``||x||^2 + s``) and ``-q`` for inner
+    products. ``hd``/``hp`` are ``(nparts, nq, k)``: part ``r`` scans database rows
+    ``chunk(n, nparts, r)``; :func:`merge_parts` folds the parts into part 0.
+    """
+    nq = qs.shape[0]
+    n = x.shape[0]
+    k = hd.shape[2]
+    ntiles = (nq + tile - 1) // tile
+    for task in prange(ntiles * nparts):
+        t = task // nparts
+        r = task % nparts
+        q0 = t * tile
+        q1 = min(nq, q0 + tile)
+        base, extra = divmod(n, nparts)
+        lo = r * base + min(r, extra)
+        hi = lo + base + (1 if r < extra else 0)
+        qt = qs[q0:q1]
+        buf = np.empty((q1 - q0, block), dtype=np.float32)
+        for x0 in range(lo, hi, block):
+            x1 = min(hi, x0 + block)
+            nb = x1 - x0
+            if nb == block:
+                np.dot(qt, x[x0:x1].T, buf)
+                s = buf
+            else:
+                s = np.dot(qt, x[x0:x1].T)
+            for row in range(q1 - q0):
+                drow = hd[r, q0 + row]
+                prow = hp[r, q0 + row]
+                top = drow[0]
+                top_id = _c_id_of(ids, prow[0])
+                srow = s[row]
+                if l2:
+                    for j in range(nb):
+                        srow[j] += norms[x0 + j]
+                for j in range(nb):
+                    sc = srow[j]
+                    if sc <= top and (sc < top or ids[x0 + j] < top_id):
+                        p = x0 + j
+                        if use_mask and mask[p] == 0:
+                            continue
+                        _c_replace_top(drow, prow, k, sc, p, ids)
+                        top = drow[0]
+                        top_id = _c_id_of(ids, prow[0])
+
+
+@njit(parallel=True, cache=True)
+def merge_parts(hd: np.ndarray, hp: np.ndarray, ids: np.ndarray) -> None:  # pragma: no cover
+    """Fold the heaps of parts ``1..`` into part 0 (``hd``/``hp``: ``(nparts, nq, k)``)."""
+    nparts, nq, k = hd.shape
+    for q in prange(nq):
+        for r in range(1, nparts):
+            for t in range(k):
+                p = hp[r, q, t]
+                if p >= 0:
+                    _c_push(hd[0, q], hp[0, q], k, hd[r, q, t], p, ids)
+
+
+@njit(parallel=True, cache=True)
+def finish_heaps(hd: np.ndarray, hp: np.ndarray, ids: np.ndarray) -> None:  # pragma: no cover
+    """Sort every heap ascending by ``(score, id)``."""
+    for q in prange(hd.shape[0]):
+        _c_sort_heap(hd[q], hp[q], hd.shape[1], ids)
+
+
+@njit(parallel=True, cache=True, fastmath=_FAST)
+def exact_scores(
+    queries: np.ndarray,
+    vectors: np.ndarray,
+    hp: np.ndarray,
+    ids: np.ndarray,
+    l2: bool,
+    out_d: np.ndarray,
+    out_i: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Exact float64 distances of the selected positions, re-sorted by ``(distance, id)``.
+
+    ``out_d`` gets squared L2 distances (ascending) or inner products (descending); ``out_i``
+    the ids, ``-1`` for empty slots.
+    """
+    nq, k = hp.shape
+    dim = queries.shape[1]
+    for q in prange(nq):
+        key = np.empty(k, dtype=np.float64)
+        pos = np.empty(k, dtype=np.int64)
+        for t in range(k):
+            p = hp[q, t]
+            pos[t] = p
+            if p < 0:
+                key[t] = np.inf
+                continue
+            acc = 0.0
+            if l2:
+                for c in range(dim):
+                    diff = np.float64(queries[q, c]) - np.float64(vectors[p, c])
+                    acc += diff * diff
+                key[t] = np.float32(acc)  # the returned value orders the results
+            else:
+                for c in range(dim):
+                    acc += np.float64(queries[q, c]) * np.float64(vectors[p, c])
+                key[t] = -np.float32(acc)
+        _c_heapify(key, pos, k, ids)  # heap sort by (key, id): O(k log k)
+        _c_sort_heap(key, pos, k, ids)
+        for t in range(k):
+            p = pos[t]
+            if p < 0:
+                out_i[q, t] = -1
+                out_d[q, t] = np.inf if l2 else -np.inf
+            else:
+                out_i[q, t] = ids[p]
+                out_d[q, t] = key[t] if l2 else -key[t]
+
+
+@njit(parallel=True, cache=True, fastmath=_FAST)
+def scan_lists(
+    queries: np.ndarray,
+    probes: np.ndarray,
+    offsets: np.ndarray,
+    vectors: np.ndarray,
+    norms: np.ndarray,
+    ids: np.ndarray,
+    mask: np.ndarray,
+    use_mask: bool,
+    l2: bool,
+    hd: np.ndarray,
+    hp: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """IVF-Flat: scan the probed inverted lists of every query into its heap."""
+    nq, nprobe = probes.shape
+    k = hd.shape[1]
+    dim = queries.shape[1]
+    for q in prange(nq):
+        drow = hd[q]
+        prow = hp[q]
+        qv = queries[q]
+        for t in range(nprobe):
+            lst = probes[q, t]
+            if lst < 0:
+                continue
+            for p in range(offsets[lst], offsets[lst + 1]):
+                if use_mask and mask[p] == 0:
+                    continue
+                xv = vectors[p]
+                acc = np.float32(0.0)
+                for c in range(dim):
+                    acc += qv[c] * xv[c]
+                sc = norms[p] - np.float32(2.0) * acc if l2 else -acc
+                _c_push(drow, prow, k, sc, p, ids)
+
+
+@njit(parallel=True, cache=True)
+def scan_lists_gemm(
+    qs: np.ndarray,
+    list_order: np.ndarray,
+    pair_start: np.ndarray,
+    pair_query: np.ndarray,
+    pair_slot: np.ndarray,
+    offsets: np.ndarray,
+    vectors: np.ndarray,
+    norms: np.ndarray,
+    ids: np.ndarray,
+    mask: np.ndarray,
+    use_mask: bool,
+    l2: bool,
+    tile: int,
+    block: int,
+    cand_d: np.ndarray,
+    cand_p: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """IVF-Flat for many queries: every inverted list is scanned once, by a GEMM of all the
+    queries probing it (``pair_*``: the (query, probe slot) pairs grouped by list) against
+    the list's vectors; the scores go to the heap ``cand[query, slot]`` (one list per
+    heap, so threads never share one). ``qs`` is ``-2 q`` (L2) or ``-q``."""
+    dim = qs.shape[1]
+    k = cand_d.shape[2]
+    for t in prange(list_order.shape[0]):
+        lst = list_order[t]
+        lo = offsets[lst]
+        hi = offsets[lst + 1]
+        p0 = pair_start[lst]
+        p1 = pair_start[lst + 1]
+        if hi == lo or p1 == p0:
+            continue
+        for a0 in range(p0, p1, tile):
+            a1 = min(p1, a0 + tile)
+            ql = np.empty((a1 - a0, dim), dtype=np.float32)
+            for r in range(a1 - a0):
+                ql[r] = qs[pair_query[a0 + r]]
+            for x0 in range(lo, hi, block):
+                x1 = min(hi, x0 + block)
+                s = np.dot(ql, vectors[x0:x1].T)
+                for r in range(a1 - a0):
+                    drow = cand_d[pair_query[a0 + r], pair_slot[a0 + r]]
+                    prow = cand_p[pair_query[a0 + r], pair_slot[a0 + r]]
+                    top = drow[0]
+                    top_id = _c_id_of(ids, prow[0])
+                    srow = s[r]
+                    for j in range(x1 - x0):
+                        sc = srow[j] + norms[x0 + j] if l2 else srow[j]
+                        if sc <= top and (sc < top or ids[x0 + j] < top_id):
+                            p = x0 + j
+                            if use_mask and mask[p] == 0:
+                                continue
+                            _c_replace_top(drow, prow, k, sc, p, ids)
+                            top = drow[0]
+                            top_id = _c_id_of(ids, prow[0])
+
+
+@njit(parallel=True, cache=True)
+def merge_slots(
+    cand_d: np.ndarray, cand_p: np.ndarray, ids: np.ndarray, hd: np.ndarray, hp: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """Fold the per-slot heaps ``cand[q, :, :]`` into the heap of query ``q``."""
+    nq, nslot, k = cand_d.shape
+    for q in prange(nq):
+        for t in range(nslot):
+            for u in range(k):
+                p = cand_p[q, t, u]
+                if p >= 0:
+                    _c_push(hd[q], hp[q], k, cand_d[q, t, u], p, ids)
+
+
+@njit(parallel=True, cache=True, fastmath=_FAST)
+def scan_pq(
+    queries: np.ndarray,
+    probes: np.ndarray,
+    coarse: np.ndarray,
+    offsets: np.ndarray,
+    codes: np.ndarray,
+    codebooks: np.ndarray,
+    centroids: np.ndarray,
+    precomputed: np.ndarray,
+    ids: np.ndarray,
+    mask: np.ndarray,
+    use_mask: bool,
+    l2: bool,
+    hd: np.ndarray,
+    hp: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """IVF-PQ: asymmetric distances from per-query lookup tables, into the heaps.
+
+    L2 on residuals: ``||q - c - r||^2 = ||q - c||^2 + (||r||^2 + 2 c.r) - 2 q.r``; the middle
+    term is ``precomputed[list, m, code]``, ``q.r`` is one table per query and ``||q - c||^2``
+    is the coarse distance ``coarse[q, t]``. Inner product: ``q.c + q.r``.
+    """
+    nq, nprobe = probes.shape
+    k = hd.shape[1]
+    m, ksub, dsub = codebooks.shape
+    for q in prange(nq):
+        drow = hd[q]
+        prow = hp[q]
+        qtab = np.empty((m, ksub), dtype=np.float32)
+        for s in range(m):
+            for j in range(ksub):
+                acc = np.float32(0.0)
+                for c in range(dsub):
+                    acc += queries[q, s * dsub + c] * codebooks[s, j, c]
+                qtab[s, j] = acc
+        table = np.empty((m, ksub), dtype=np.float32)
+        for t in range(nprobe):
+            lst = probes[q, t]
+            if lst < 0:
+                continue
+            if l2:
+                for s in range(m):
+                    for j in range(ksub):
+                        table[s, j] = precomputed[lst, s, j] - np.float32(2.0) * qtab[s, j]
+                base = coarse[q, t]
+            else:
+                for s in range(m):
+                    for j in range(ksub):
+                        table[s, j] = -qtab[s, j]
+                acc = np.float32(0.0)
+                for c in range(queries.shape[1]):
+                    acc += queries[q, c] * centroids[lst, c]
+                base = -acc
+            for p in range(offsets[lst], offsets[lst + 1]):
+                if use_mask and mask[p] == 0:
+                    continue
+                sc = base
+                for s in range(m):
+                    sc += table[s, codes[p, s]]
+                _c_push(drow, prow, k, sc, p, ids)
+
+
+@njit(parallel=True, cache=True)
+def merge_sorted(
+    ad: np.ndarray, ai: np.ndarray, bd: np.ndarray, bi: np.ndarray, ascending: bool
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Merge two per-query sorted top-k lists (ids ``-1`` last) into the best ``k``.
+
+    Ties of distance go to the smaller id, as in every selection of this module.
+    """
+    nq, k = ad.shape
+    od = np.empty_like(ad)
+    oi = np.empty_like(ai)
+    for q in prange(nq):
+        a = 0
+        b = 0
+        for t in range(k):
+            take_a = True
+            if ai[q, a] < 0:
+                take_a = False
+            elif bi[q, b] >= 0:
+                da = ad[q, a] if ascending else -ad[q, a]
+                db = bd[q, b] if ascending else -bd[q, b]
+                take_a = da < db or (da == db and ai[q, a] < bi[q, b])
+            if take_a:
+                od[q, t] = ad[q, a]
+                oi[q, t] = ai[q, a]
+                a += 1
+            else:
+                od[q, t] = bd[q, b]
+                oi[q, t] = bi[q, b]
+                b += 1
+    return od, oi
+
+
+@njit(cache=True)
+def kmeans_accumulate(
+    x: np.ndarray, assign: np.ndarray, sums: np.ndarray, counts: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """Add every row of ``x`` into the float64 sum of its cluster (fixed row order)."""
+    dim = x.shape[1]
+    for i in range(x.shape[0]):
+        c = assign[i]
+        counts[c] += 1
+        for j in range(dim):
+            sums[c, j] += x[i, j]
+
+
+@njit(parallel=True, cache=True, fastmath=_FAST)
+def _assign_codes_t(
+    residuals: np.ndarray, books_t: np.ndarray, codes: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    m, dsub, ksub = books_t.shape
+    for i in prange(residuals.shape[0]):
+        dist = np.empty(ksub, dtype=np.float32)
+        for s in range(m):
+            dist[:] = 0.0
+            for c in range(dsub):
+                v = residuals[i, s * dsub + c]
+                for j in range(ksub):  # contiguous over the codewords: vectorised
+                    diff = v - books_t[s, c, j]
+                    dist[j] += diff * diff
+            best = dist[0]
+            arg = 0
+            for j in range(1, ksub):
+                if dist[j] < best:
+                    best = dist[j]
+                    arg = j
+            codes[i, s] = arg
+
+
+def assign_to_codes(residuals: np.ndarray, codebooks: np.ndarray, codes: np.ndarray) -> None:
+    """Product quantization: the nearest codeword of every sub-vector (ties: lowest code),
+    written into ``codes`` (n x m uint8)."""
+    books_t = np.ascontiguousarray(np.transpose(codebooks, (0, 2, 1)))
+    _assign_codes_t(residuals, books_t, codes)
+
+
+@njit(parallel=True, cache=True)
+def pq_update(
+    residuals: np.ndarray, codes: np.ndarray, codebooks: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """Lloyd update of every sub-quantizer at once: each codeword becomes the mean of its
+    sub-vectors (fixed row order, float64 sums); a codeword with none keeps its value."""
+    m, ksub, dsub = codebooks.shape
+    for s in prange(m):
+        sums = np.zeros((ksub, dsub), dtype=np.float64)
+        counts = np.zeros(ksub, dtype=np.int64)
+        for i in range(residuals.shape[0]):
+            c = codes[i, s]
+            counts[c] += 1
+            for j in range(dsub):
+                sums[c, j] += residuals[i, s * dsub + j]
+        for c in range(ksub):
+            if counts[c]:
+                for j in range(dsub):
+                    codebooks[s, c, j] = sums[c, j] / counts[c]
+
+
+_blas_lib: list[Any] = []
+
+
+def _scipy_openblas() -> Any:
+    """The OpenBLAS that numba's ``np.dot`` calls (SciPy's), as a ctypes library, or None."""
+    if not _blas_lib:
+        lib = None
+        try:
+            import ctypes
+            import glob
+            from pathlib import Path
+
+            import scipy
+
+            folder = Path(scipy.__file__).resolve().parent.parent / "scipy.libs"
+            for path in sorted(glob.glob(str(folder / "libscipy_openblas*.so*"))):
+                cand = ctypes.CDLL(path)
+                if hasattr(cand, "scipy_openblas_set_num_threads"):
+                    lib = cand
+                    break
+        except Exception:  # another BLAS build: nothing to adjust
+            lib = None
+        _blas_lib.append(lib)
+    return _blas_lib[0]
+
+
+class blas_single_threaded:  # noqa: N801 - used as a context manager
+    """Within the block, each BLAS call runs on its calling thread only.
+
+    The fused kernels call ``sgemm`` from every numba thread on its own tile; a threaded
+    BLAS would start its own threads under each of them (oversubscription). The previous
+    thread count is restored on exit.
+    """
+
+    def __enter__(self) -> blas_single_threaded:
+        lib = _scipy_openblas()
+        self._prev = None
+        if lib is not None:
+            self._prev = int(lib.scipy_openblas_get_num_threads())
+            lib.scipy_openblas_set_num_threads(1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        lib = _scipy_openblas()
+        if lib is not None and self._prev is not None:
+            lib.scipy_openblas_set_num_threads(self._prev)
+
+
+def set_threads(n: int | None) -> None:
+    """Local. Use ``n`` numba threads (None: leave as is)."""
+    if n:
+        numba.set_num_threads(max(1, min(int(n), numba.config.NUMBA_NUM_THREADS)))
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU kernels (numba.cuda); under NUMBA_ENABLE_CUDASIM=1 they run on NumPy arrays
+
+_gpu: dict[str, Any] = {}
+cuda: Any = None  # module-level: the CUDA simulator rebinds the kernels' global ``cuda``
+
+
+def gpu_kernels() -> dict[str, Any]:
+    """Compile (once) and return the numba.cuda kernels: ``select``, ``merge``, ``sort``,
+    ``scan_lists``."""
+    global cuda
+    if _gpu:
+        return _gpu
+    from numba import cuda as _cuda
+    from numba import float32, int64
+
+    cuda = _cuda
+    device = cuda.jit(device=True)
+    g_id_of = device(_id_of)
+    g_worse_at = device(rebind_globals(_worse_at, _id_of=g_id_of))
+    g_replace = device(rebind_globals(_replace_top, _worse_at=g_worse_at))
+    g_push = device(rebind_globals(_push, _worse_at=g_worse_at, _replace_top=g_replace))
+    g_sift = device(rebind_globals(_sift, _worse_at=g_worse_at))
+    g_heapify = device(rebind_globals(_heapify, _sift=g_sift))
+    g_sort = device(rebind_globals(_sort_heap, _sift=g_sift))
+    kmax = GPU_KMAX
+
+    @cuda.jit
+    def select(st, xnorm, base, ids, mask, use_mask, l2, seg, cand_d, cand_p):  # type: ignore
+        """Thread (query i, segment s) keeps the top k of rows ``s*seg ..`` of ``st`` (nb x nq,
+        so consecutive threads read consecutive addresses)."""
+        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        s = cuda.blockIdx.y
+        nb, nq = st.shape
+        k = cand_d.shape[2]
+        if i >= nq:
+            return
+        hd = cuda.local.array(kmax, float32)
+        hp = cuda.local.array(kmax, int64)
+        for t in range(k):
+            hd[t] = math.inf
+            hp[t] = -1
+        top = hd[0]
+        top_id = g_id_of(ids, hp[0])
+        stop = min(nb, (s + 1) * seg)
+        for j in range(s * seg, stop):
+            v = st[j, i]
+            sc = xnorm[base + j] - float32(2.0) * v if l2 else -v
+            p = base + j
+            if sc < top or (sc == top and ids[p] < top_id):
+                if use_mask and mask[p] == 0:
+                    continue
+                g_replace(hd, hp, k, sc, p, ids)
+                top = hd[0]
+                top_id = g_id_of(ids, hp[0])
+        for t in range(k):
+            cand_d[i, s, t] = hd[t]
+            cand_p[i, s, t] = hp[t]
+
+    @cuda.jit
+    def merge(hd_run, hp_run, cand_d, cand_p, ids):  # type: ignore
+        """One thread per query: fold the candidate heaps into the running heap."""
+        i = cuda.grid(1)
+        nq, nseg, k = cand_d.shape
+        if i >= nq:
+            return
+        hd = cuda.local.array(kmax, float32)
+        hp = cuda.local.array(kmax, int64)
+        for t in range(k):
+            hd[t] = hd_run[i, t]
+            hp[t] = hp_run[i, t]
+        for s in range(nseg):
+            for t in range(k):
+                p = cand_p[i, s, t]
+                if p >= 0:
+                    g_push(hd, hp, k, cand_d[i, s, t], p, ids)
+        for t in range(k):
+            hd_run[i, t] = hd[t]
+            hp_run[i, t] = hp[t]
+
+    @cuda.jit
+    def sort(hd_run, hp_run, ids):  # type: ignore
+        """One thread per query: heap-sort the running heap ascending by ``(score, id)``."""
+        i = cuda.grid(1)
+        nq, k = hd_run.shape
+        if i >= nq:
+            return
+        hd = cuda.local.array(kmax, float32)
+        hp = cuda.local.array(kmax, int64)
+        for t in range(k):
+            hd[t] = hd_run[i, t]
+            hp[t] = hp_run[i, t]
+        g_heapify(hd, hp, k, ids)
+        g_sort(hd, hp, k, ids)
+        for t in range(k):
+            hd_run[i, t] = hd[t]
+            hp_run[i, t] = hp[t]
+
+    @cuda.jit
+    def scan(queries, probes, offsets, vectors, norms, ids, mask, use_mask, l2, cand_d, cand_p):  # type: ignore  # noqa: E501
+        """IVF-Flat: thread (query i, probe t) scans one inverted list into a candidate heap."""
+        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        t = cuda.blockIdx.y
+        nq, nprobe = probes.shape
+        k = cand_d.shape[2]
+        if i >= nq:
+            return
+        hd = cuda.local.array(kmax, float32)
+        hp = cuda.local.array(kmax, int64)
+        for u in range(k):
+            hd[u] = math.inf
+            hp[u] = -1
+        lst = probes[i, t]
+        if lst >= 0:
+            dim = queries.shape[1]
+            for p in range(offsets[lst], offsets[lst + 1]):
+                if use_mask and mask[p] == 0:
+                    continue
+                acc = float32(0.0)
+                for c in range(dim):
+                    acc += queries[i, c] * float32(vectors[p, c])
+                sc = norms[p] - float32(2.0) * acc if l2 else -acc
+                g_push(hd, hp, k, sc, p, ids)
+        for u in range(k):
+            cand_d[i, t, u] = hd[u]
+            cand_p[i, t, u] = hp[u]
+
+    _gpu.update(select=select, merge=merge, sort=sort, scan_lists=scan)
+    return _gpu

@@ -1,0 +1,360 @@
+"""Exact k-NN: blocked GEMM (BLAS sgemm / cuBLAS) with a fused top-k selection.
+
+Queries are taken in blocks of ``query_block`` rows and the database in blocks of
+``db_block`` rows; each pair of blocks is one matrix product ``Q_b @ X_b.T`` whose scores are
+folded at once into per-query heaps (a numba kernel on the CPU, a numba.cuda kernel on the
+GPU), so no ``nq x n`` distance matrix is ever held. The selected rows' distances are then
+recomputed exactly (float64 accumulation), which keeps them accurate to float32 rounding even
+where ``||q||^2 + ||x||^2 - 2 q.x`` cancels.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numba
+import numpy as np
+
+from hpc.backend import Backend, to_host
+
+from . import _kernels as K
+from ._base import VectorIndex, check_k
+
+__all__ = ["FlatIndex", "flat_search"]
+
+QUERY_BLOCK = 16384  # queries per pass (heaps and results of one pass are held)
+DB_BLOCK = 1024  # database rows per GEMM
+TILE = 512  # queries per GEMM on the CPU (one task of a numba thread)
+GPU_QUERY_BLOCK = 8192  # on the GPU: one (db_block x query_block) float32 score block, 1 GiB
+GPU_DB_BLOCK = 32768
+
+
+def _stable_argsort(xp: Any, a: Any) -> Any:
+    try:
+        return xp.argsort(a, axis=1, kind="stable")
+    except TypeError:  # CuPy sorts stably and may not take ``kind``
+        return xp.argsort(a, axis=1)
+
+
+def flat_search(
+    queries: Any,
+    vectors: Any,
+    norms: Any,
+    ids: Any,
+    k: int,
+    l2: bool,
+    mask: Any = None,
+    backend: Backend | None = None,
+    query_block: int | None = None,
+    db_block: int | None = None,
+    exact: bool = True,
+) -> tuple[Any, Any]:
+    """Local. The ``k`` best rows of ``vectors`` for every query.
+
+    Parameters
+    ----------
+    queries : (nq, dim) float32 array
+        On the backend's device.
+    vectors : (n, dim) float32 (or float16 on the GPU) array
+    norms : (n,) float32 array
+        ``||x||^2`` of the rows (used for L2 only).
+    ids : (n,) int64 array
+        The id of every row; ties of score go to the smaller id.
+    k : int
+    l2 : bool
+        Squared L2 distance (ascending) when True, inner product (descending) otherwise.
+    mask : (n,) uint8 array, optional
+        Only rows with a non-zero entry are eligible.
+    exact : bool
+        Recompute the selected rows' distances exactly (else: the GEMM's scores, and
+        positions instead of ids are returned).
+
+    Returns
+    -------
+    distances : (nq, k) float32
+    ids : (nq, k) int64
+        ``-1`` where fewer than ``k`` rows are eligible.
+    """
+    gpu = backend is not None and backend.is_gpu
+    query_block = query_block or (GPU_QUERY_BLOCK if gpu else QUERY_BLOCK)
+    db_block = db_block or (GPU_DB_BLOCK if gpu else DB_BLOCK)
+    if gpu:
+        return _gpu_flat_search(
+            backend.xp, queries, vectors, norms, ids, k, l2, mask, query_block, db_block, exact
+        )
+    nq, n = queries.shape[0], vectors.shape[0]
+    out_d = np.empty((nq, k), dtype=np.float32)
+    out_i = np.empty((nq, k), dtype=np.int64)
+    use_mask = mask is not None
+    m = mask if use_mask else np.zeros(1, dtype=np.uint8)
+    tile = min(TILE, query_block)
+    threads = numba.get_num_threads()
+    with K.blas_single_threaded():
+        for q0 in range(0, nq, query_block):
+            q1 = min(nq, q0 + query_block)
+            qb = queries[q0:q1]
+            ntiles = -(-(q1 - q0) // tile)
+            # few queries: split the database too, so every thread has work
+            nparts = max(1, min(threads // ntiles, n // max(db_block, 1)))
+            hd, hp = K.init_heaps(nparts, q1 - q0, k)
+            qs = np.ascontiguousarray(qb * np.float32(-2.0 if l2 else -1.0))
+            K.flat_select(qs, vectors, norms, ids, m, use_mask, l2, tile, db_block, nparts, hd, hp)
+            if nparts > 1:
+                K.merge_parts(hd, hp, ids)
+            hd, hp = hd[0], hp[0]
+            K.finish_heaps(hd, hp, ids)
+            if exact:
+                K.exact_scores(qb, vectors, hp, ids, l2, out_d[q0:q1], out_i[q0:q1])
+            else:
+                if l2:
+                    hd += np.einsum("ij,ij->i", qb, qb)[:, None]
+                out_d[q0:q1] = hd if l2 else -hd
+                out_i[q0:q1] = hp
+    return out_d, out_i
+
+
+def _gpu_exact(xp: Any, qb: Any, vectors: Any, hp: Any, ids: Any, l2: bool) -> tuple[Any, Any]:
+    """Exact float64 distances of the selected rows on the device, stably re-sorted."""
+    valid = hp >= 0
+    rows = vectors[xp.where(valid, hp, 0)].astype(xp.float64)  # (bq, k, dim)
+    q64 = qb.astype(xp.float64)[:, None, :]
+    if l2:
+        key = ((rows - q64) ** 2).sum(axis=2)
+    else:
+        key = -(rows * q64).sum(axis=2)
+    key = xp.where(valid, key, xp.inf)
+    order = _stable_argsort(xp, key)
+    key = xp.take_along_axis(key, order, axis=1)
+    pos = xp.take_along_axis(hp, order, axis=1)
+    out_i = xp.where(pos >= 0, ids[xp.where(pos >= 0, pos, 0)], -1)
+    dist = key if l2 else -key
+    return dist.astype(xp.float32), out_i.astype(xp.int64)
+
+
+def _gpu_flat_search(
+    xp: Any,
+    queries: Any,
+    vectors: Any,
+    norms: Any,
+    ids: Any,
+    k: int,
+    l2: bool,
+    mask: Any,
+    query_block: int,
+    db_block: int,
+    exact: bool,
+) -> tuple[Any, Any]:
+    """The GPU path (``xp`` is CuPy; NumPy under the CUDA simulator)."""
+    nq, n = queries.shape[0], vectors.shape[0]
+    out_d = xp.empty((nq, k), dtype=xp.float32)
+    out_i = xp.empty((nq, k), dtype=xp.int64)
+    use_mask = mask is not None
+    m = mask if use_mask else xp.zeros(1, dtype=xp.uint8)
+    threads = 128
+    kern = K.gpu_kernels() if k <= K.GPU_KMAX else None
+    db_block = max(db_block, 1)
+    for q0 in range(0, nq, query_block):
+        q1 = min(nq, q0 + query_block)
+        bq = q1 - q0
+        qb = queries[q0:q1]
+        hd = xp.full((bq, k), xp.inf, dtype=xp.float32)
+        hp = xp.full((bq, k), -1, dtype=xp.int64)
+        for x0 in range(0, n, db_block):
+            x1 = min(n, x0 + db_block)
+            xb = vectors[x0:x1]
+            if xb.dtype != xp.float32:
+                xb = xb.astype(xp.float32)
+            st = xb @ qb.T  # (nb, bq): consecutive queries are adjacent in memory
+            if kern is not None:
+                nb = x1 - x0
+                nseg = max(1, min(64, nb // max(4 * k, 256)))
+                seg = math.ceil(nb / nseg)
+                cand_d = xp.empty((bq, nseg, k), dtype=xp.float32)
+                cand_p = xp.empty((bq, nseg, k), dtype=xp.int64)
+                grid = ((bq + threads - 1) // threads, nseg)
+                kern["select"][grid, threads](
+                    st, norms, x0, ids, m, use_mask, l2, seg, cand_d, cand_p
+                )
+                kern["merge"][(bq + threads - 1) // threads, threads](hd, hp, cand_d, cand_p, ids)
+            else:  # k beyond the heap kernels: sort-based selection
+                sc = (norms[x0:x1][:, None] - 2.0 * st) if l2 else -st
+                sc = sc.T.astype(xp.float32)
+                pos = xp.broadcast_to(xp.arange(x0, x1, dtype=xp.int64), sc.shape)
+                if use_mask:
+                    sc = xp.where(m[x0:x1][None, :] != 0, sc, xp.inf)
+                alld = xp.concatenate([hd, sc], axis=1)
+                allp = xp.concatenate([hp, pos], axis=1)
+                order = _stable_argsort(xp, alld)[:, :k]
+                hd = xp.take_along_axis(alld, order, axis=1)
+                hp = xp.take_along_axis(allp, order, axis=1)
+                hp = xp.where(xp.isinf(hd), -1, hp)
+        if kern is not None:
+            kern["sort"][(bq + threads - 1) // threads, threads](hd, hp, ids)
+        if exact:
+            out_d[q0:q1], out_i[q0:q1] = _gpu_exact(xp, qb, vectors, hp, ids, l2)
+        else:
+            if l2:
+                hd = hd + (qb * qb).sum(axis=1)[:, None]
+            out_d[q0:q1] = hd if l2 else -hd
+            out_i[q0:q1] = hp
+    return out_d, out_i
+
+
+class FlatIndex(VectorIndex):
+    """Exact search over every stored vector.
+
+    Parameters
+    ----------
+    dim : int
+        Vector dimension.
+    metric : {"l2", "ip", "cosine"}
+        Squared Euclidean distance, inner product, or cosine similarity.
+    backend : {"auto", "cpu", "gpu"}, Backend or None
+        Where the vectors live and the search runs (default: ``HPC_BACKEND``).
+    storage : {"float32", "float16"}
+        Storage type of the vectors; ``float16`` halves GPU memory (GPU backend only; scores
+        are accumulated in float32 and the returned distances recomputed from the stored
+        values).
+    query_block, db_block : int, optional
+        Queries per pass and database rows per GEMM (defaults: 16384 and 1024 on the CPU,
+        8192 and 32768 on the GPU).
+
+    Examples
+    --------
+    >>> index = FlatIndex(128)
+    >>> index.add(xb)
+    >>> distances, ids = index.search(xq, k=10)
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        metric: str = "l2",
+        backend: str | Backend | None = None,
+        storage: str = "float32",
+        query_block: int | None = None,
+        db_block: int | None = None,
+    ):
+        super().__init__(dim, metric, backend)
+        if storage not in ("float32", "float16"):
+            raise ValueError(f"storage={storage!r}: expected 'float32' or 'float16'")
+        if storage == "float16" and not self.backend.is_gpu:
+            raise ValueError("storage='float16' is for the GPU backend; the CPU stores float32")
+        for name, v in (("query_block", query_block), ("db_block", db_block)):
+            if v is not None and int(v) < 1:
+                raise ValueError(f"{name}={v}: must be >= 1")
+        self.storage = storage
+        self.query_block, self.db_block = query_block, db_block
+        xp = self.backend.xp
+        self._vectors = xp.empty((0, self.dim), dtype=np.dtype(storage))
+        self._norms = xp.empty(0, dtype=np.float32)
+        self._dev_ids = xp.asarray(self._ids)
+
+    def _params(self) -> dict[str, Any]:
+        return {"storage": self.storage}
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """The stored vectors as float32 on the host (normalised under ``cosine``)."""
+        return to_host(self._vectors).astype(np.float32)
+
+    def train(self, x: Any = None) -> None:
+        """Local. Nothing to learn for exact search (accepted for a uniform API)."""
+        if x is not None:
+            self._check_vectors(x, "training vectors")
+
+    def add(self, x: Any, ids: Any = None) -> np.ndarray:
+        """Local. Append vectors.
+
+        Parameters
+        ----------
+        x : (n, dim) array
+        ids : (n,) int array, optional
+            Non-negative, unique, not yet in the index; default ``max id + 1 ..``.
+
+        Returns
+        -------
+        numpy.ndarray
+            The ids of the added vectors.
+        """
+        a = self._check_vectors(x)
+        new_ids = self._check_new_ids(ids, a.shape[0])
+        if a.shape[0] == 0:
+            return new_ids
+        xp = self.backend.xp
+        dev = xp.asarray(a).astype(self._vectors.dtype)
+        stored = dev.astype(xp.float32)
+        self._vectors = xp.concatenate([self._vectors, dev])
+        self._norms = xp.concatenate([self._norms, (stored * stored).sum(axis=1)])
+        self._ids = np.concatenate([self._ids, new_ids])
+        self._dev_ids = xp.asarray(self._ids)
+        return new_ids
+
+    def _keep_rows(self, keep: np.ndarray) -> None:
+        xp = self.backend.xp
+        k = xp.asarray(keep)
+        self._vectors = xp.ascontiguousarray(self._vectors[k])
+        self._norms = xp.ascontiguousarray(self._norms[k])
+        self._ids = self._ids[keep]
+        self._dev_ids = xp.asarray(self._ids)
+
+    def search(
+        self, queries: Any, k: int, filter: Any = None, **params: Any
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Local. The ``k`` nearest stored vectors of every query.
+
+        Parameters
+        ----------
+        queries : (nq, dim) array
+        k : int
+            ``k >= 1``; larger than ``ntotal`` gives ``-1`` ids in the tail.
+        filter : array of int, optional
+            Allow-list: only vectors with these ids are returned.
+
+        Returns
+        -------
+        distances : (nq, k) float32 numpy array
+        ids : (nq, k) int64 numpy array
+
+        Raises
+        ------
+        ValueError
+            On a wrong dimension, NaN/inf queries, ``k <= 0`` or an unknown parameter.
+        """
+        if params:
+            raise ValueError(f"FlatIndex.search: unknown parameter(s) {sorted(params)}")
+        k = check_k(k)
+        q = self._check_vectors(queries, "queries")
+        xp = self.backend.xp
+        mask = self._filter_mask(filter)
+        d, i = flat_search(
+            xp.asarray(q),
+            self._vectors,
+            self._norms,
+            self._dev_ids,
+            k,
+            self._l2,
+            None if mask is None else xp.asarray(mask),
+            self.backend,
+            self.query_block,
+            self.db_block,
+        )
+        return to_host(d), to_host(i)
+
+    def _state(self) -> dict[str, np.ndarray]:
+        return {"ids": self._ids, "vectors": to_host(self._vectors)}
+
+    def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        self._ids = np.empty(0, dtype=np.int64)
+        xp = self.backend.xp
+        self._vectors = xp.empty((0, self.dim), dtype=np.dtype(self.storage))
+        self._norms = xp.empty(0, dtype=np.float32)
+        vectors = np.asarray(state["vectors"], dtype=np.float32)
+        if vectors.shape[0]:
+            metric, self.metric = self.metric, "l2"  # stored vectors are already normalised
+            try:
+                self.add(vectors, state["ids"])
+            finally:
+                self.metric = metric
+        self._dev_ids = xp.asarray(self._ids)

@@ -1,0 +1,578 @@
+"""Inverted-file indexes: IVF-Flat and IVF-PQ (product quantization, optional re-ranking).
+
+A coarse quantizer (k-means, ``nlist`` centroids) splits the database into inverted lists,
+held in CSR form: ``list_offsets[l] .. list_offsets[l + 1]`` are the rows of list ``l`` in
+the stored arrays (``ids``, ``vectors`` or ``codes``). A search finds the ``nprobe`` nearest
+centroids of every query (an exact top-k over the centroids) and scans only those lists, in a
+numba kernel parallel over queries (one numba.cuda thread per (query, list) on the GPU for
+IVF-Flat).
+
+IVF-PQ encodes the residual ``x - c`` of every vector by ``m`` sub-quantizers of
+``2**nbits`` codewords each; distances are asymmetric (the query is not quantized), from
+lookup tables; ``rerank=R`` recomputes the exact distances of the best ``R`` candidates from
+the raw vectors (kept when ``keep_vectors=True``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from hpc.backend import Backend, to_host
+
+from . import _kernels as K
+from ._base import VectorIndex, check_k
+from .flat import flat_search
+from .kmeans import kmeans
+
+__all__ = ["IVFFlatIndex", "IVFPQIndex"]
+
+GEMM_MIN_PAIRS_PER_LIST = 8  # queries per probed list (on average) from which lists are GEMMs
+
+
+class _IVF(VectorIndex):
+    """Coarse quantizer, inverted lists and the parts of search both IVF types share."""
+
+    def __init__(
+        self,
+        dim: int,
+        nlist: int,
+        metric: str = "l2",
+        backend: str | Backend | None = None,
+        niter: int = 20,
+        init: str = "random",
+        seed: int = 0,
+        max_points_per_centroid: int = 256,
+    ):
+        super().__init__(dim, metric, backend)
+        if isinstance(nlist, bool) or not isinstance(nlist, (int, np.integer)) or nlist < 1:
+            raise ValueError(f"nlist={nlist!r}: must be a positive integer")
+        if init not in ("random", "kmeans++"):
+            raise ValueError(f"init={init!r}: expected 'random' or 'kmeans++'")
+        self.nlist = int(nlist)
+        self.niter, self.init, self.seed = int(niter), init, int(seed)
+        self.max_points_per_centroid = int(max_points_per_centroid)
+        self.centroids: np.ndarray | None = None
+        self.list_offsets = np.zeros(self.nlist + 1, dtype=np.int64)
+        self._dev: dict[str, Any] = {}
+
+    def _params(self) -> dict[str, Any]:
+        return {
+            "nlist": self.nlist,
+            "niter": self.niter,
+            "init": self.init,
+            "seed": self.seed,
+            "max_points_per_centroid": self.max_points_per_centroid,
+        }
+
+    @property
+    def is_trained(self) -> bool:
+        return self.centroids is not None
+
+    @property
+    def list_sizes(self) -> np.ndarray:
+        """How many vectors every inverted list holds."""
+        return np.diff(self.list_offsets)
+
+    def _require_trained(self, what: str) -> None:
+        if not self.is_trained:
+            raise ValueError(f"{self.kind}.{what}: the index is not trained (call train first)")
+
+    def _train_coarse(self, x: np.ndarray) -> np.ndarray:
+        if x.shape[0] < self.nlist:
+            raise ValueError(
+                f"{self.kind}.train: {x.shape[0]} training vectors for nlist={self.nlist} "
+                "(need at least nlist)"
+            )
+        centroids, _ = kmeans(
+            x,
+            self.nlist,
+            niter=self.niter,
+            init=self.init,
+            seed=self.seed,
+            spherical=not self._l2,
+            max_points_per_centroid=self.max_points_per_centroid,
+            backend=self.backend,
+        )
+        self.centroids = centroids
+        self._dev.clear()
+        return centroids
+
+    def _coarse(self, q: np.ndarray, nprobe: int) -> tuple[np.ndarray, np.ndarray]:
+        """Local. The ``nprobe`` nearest lists of every query and their coarse scores
+        (``||q - c||^2`` for L2, ``q.c`` otherwise), on the host."""
+        assert self.centroids is not None
+        xp = self.backend.xp
+        c = self._device("centroids", self.centroids)
+        cn = self._device("centroid_norms", (self.centroids**2).sum(axis=1))
+        d, lists = flat_search(
+            xp.asarray(q),
+            c,
+            cn,
+            self._device("list_numbers", np.arange(self.nlist, dtype=np.int64)),
+            nprobe,
+            self._l2,
+            backend=self.backend,
+            exact=False,
+        )
+        return to_host(d), to_host(lists)
+
+    def _device(self, name: str, value: Any) -> Any:
+        """A device mirror of a host array (cached until the index changes)."""
+        if not self.backend.is_gpu:
+            return value
+        if name not in self._dev:
+            self._dev[name] = self.backend.xp.asarray(value)
+        return self._dev[name]
+
+    def _assign(self, x: np.ndarray) -> np.ndarray:
+        _, lists = self._coarse(x, 1)
+        return lists[:, 0].astype(np.int64)
+
+    def _merge_rows(self, lists: np.ndarray, ids: np.ndarray, rows: dict[str, np.ndarray]) -> None:
+        """Insert new rows into the CSR arrays (stable: older rows first within a list)."""
+        old_lists = np.repeat(np.arange(self.nlist, dtype=np.int64), self.list_sizes)
+        keys = np.concatenate([old_lists, lists])
+        order = np.argsort(keys, kind="stable")
+        self._ids = np.concatenate([self._ids, ids])[order]
+        for name, new in rows.items():
+            setattr(self, name, np.concatenate([getattr(self, name), new])[order])
+        counts = np.bincount(keys, minlength=self.nlist)
+        self.list_offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self._dev.clear()
+
+    def _keep_rows(self, keep: np.ndarray) -> None:
+        kept_before = np.concatenate([[0], np.cumsum(keep)]).astype(np.int64)
+        self.list_offsets = kept_before[self.list_offsets]
+        self._ids = self._ids[keep]
+        for name in self._row_arrays():
+            setattr(self, name, np.ascontiguousarray(getattr(self, name)[keep]))
+        self._dev.clear()
+
+    def _row_arrays(self) -> list[str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _check_nprobe(self, nprobe: Any) -> int:
+        if nprobe is None:
+            return 1
+        if isinstance(nprobe, bool) or not isinstance(nprobe, (int, np.integer)) or nprobe < 1:
+            raise ValueError(f"nprobe={nprobe!r}: must be a positive integer")
+        return min(int(nprobe), self.nlist)
+
+    def _finish(
+        self, q: np.ndarray, hd: np.ndarray, hp: np.ndarray, vectors: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted results from the heaps: exact distances when ``vectors`` is given."""
+        nq, k = hp.shape
+        if vectors is not None:
+            out_d = np.empty((nq, k), dtype=np.float32)
+            out_i = np.empty((nq, k), dtype=np.int64)
+            K.exact_scores(q, vectors, hp, self._ids, self._l2, out_d, out_i)
+            return out_d, out_i
+        K.finish_heaps(hd, hp, self._ids)
+        ids = np.where(hp >= 0, self._ids[np.maximum(hp, 0)] if self.ntotal else -1, -1)
+        d = hd if self._l2 else -hd
+        return d.astype(np.float32), ids.astype(np.int64)
+
+    def _state_common(self) -> dict[str, np.ndarray]:
+        self._require_trained("save")
+        assert self.centroids is not None
+        return {"ids": self._ids, "centroids": self.centroids, "list_offsets": self.list_offsets}
+
+
+class IVFFlatIndex(_IVF):
+    """Inverted lists of full float32 vectors.
+
+    Parameters
+    ----------
+    dim : int
+    nlist : int
+        Number of inverted lists (k-means centroids).
+    metric : {"l2", "ip", "cosine"}
+    backend : {"auto", "cpu", "gpu"}, Backend or None
+    niter : int
+        k-means iterations.
+    init : {"random", "kmeans++"}
+        k-means initialisation.
+    seed : int
+        Training sample and initialisation.
+    max_points_per_centroid : int
+        k-means trains on at most ``nlist * max_points_per_centroid`` sampled vectors.
+
+    Examples
+    --------
+    >>> index = IVFFlatIndex(128, nlist=1024)
+    >>> index.train(xb)
+    >>> index.add(xb)
+    >>> distances, ids = index.search(xq, k=10, nprobe=16)
+    """
+
+    def __init__(self, dim: int, nlist: int, metric: str = "l2", **kw: Any):
+        super().__init__(dim, nlist, metric, **kw)
+        self.vectors = np.empty((0, self.dim), dtype=np.float32)
+        self.norms = np.empty(0, dtype=np.float32)
+
+    def _row_arrays(self) -> list[str]:
+        return ["vectors", "norms"]
+
+    def train(self, x: Any) -> None:
+        """Local. Learn the coarse centroids by k-means on (a sample of) ``x``."""
+        self._train_coarse(self._check_vectors(x, "training vectors"))
+
+    def add(self, x: Any, ids: Any = None) -> np.ndarray:
+        """Local. Add vectors to their nearest lists; returns their ids (see ``FlatIndex.add``)."""
+        self._require_trained("add")
+        a = self._check_vectors(x)
+        new_ids = self._check_new_ids(ids, a.shape[0])
+        if a.shape[0]:
+            lists = self._assign(a)
+            self._merge_rows(lists, new_ids, {"vectors": a, "norms": np.einsum("ij,ij->i", a, a)})
+        return new_ids
+
+    def search(
+        self, queries: Any, k: int, nprobe: int | None = None, filter: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Local. Approximate k-NN by scanning the ``nprobe`` nearest lists of each query.
+
+        Parameters
+        ----------
+        queries : (nq, dim) array
+        k : int
+        nprobe : int, optional
+            Lists scanned per query (default 1; ``nprobe = nlist`` is exact).
+        filter : array of int, optional
+            Allow-list of ids.
+
+        Returns
+        -------
+        distances, ids : (nq, k) numpy arrays (exact distances of the returned vectors)
+        """
+        k = check_k(k)
+        self._require_trained("search")
+        nprobe = self._check_nprobe(nprobe)
+        q = self._check_vectors(queries, "queries")
+        mask = self._filter_mask(filter)
+        _, probes = self._coarse(q, nprobe)
+        if self.backend.is_gpu and k <= K.GPU_KMAX:
+            return self._gpu_search(q, k, probes, mask)
+        hd, hp = K.init_heaps(q.shape[0], k)
+        m = mask if mask is not None else np.zeros(1, dtype=np.uint8)
+        if q.shape[0] * nprobe >= GEMM_MIN_PAIRS_PER_LIST * self.nlist:
+            self._scan_grouped(q, k, probes, m, mask is not None, hd, hp)
+            return self._finish(q, hd, hp, self.vectors)
+        K.scan_lists(
+            q,
+            probes,
+            self.list_offsets,
+            self.vectors,
+            self.norms,
+            self._ids,
+            m,
+            mask is not None,
+            self._l2,
+            hd,
+            hp,
+        )
+        return self._finish(q, hd, hp, self.vectors)
+
+    def _scan_grouped(
+        self,
+        q: np.ndarray,
+        k: int,
+        probes: np.ndarray,
+        m: np.ndarray,
+        use_mask: bool,
+        hd: np.ndarray,
+        hp: np.ndarray,
+    ) -> None:
+        """Many queries: one GEMM per inverted list with all the queries that probe it."""
+        import numba
+
+        nq, nprobe = probes.shape
+        flat = probes.reshape(-1)
+        order = np.argsort(flat, kind="stable")
+        valid = flat[order] >= 0
+        order = order[valid]
+        counts = np.bincount(flat[order], minlength=self.nlist)
+        pair_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        pair_query = (order // nprobe).astype(np.int64)
+        pair_slot = (order % nprobe).astype(np.int64)
+        work = counts * self.list_sizes
+        list_order = np.argsort(-work, kind="stable").astype(np.int64)  # big lists first
+        cand_d, cand_p = K.init_heaps(nq, nprobe, k)
+        qs = np.ascontiguousarray(q * np.float32(-2.0 if self._l2 else -1.0))
+        previous = numba.get_parallel_chunksize()
+        numba.set_parallel_chunksize(1)  # lists differ in cost: hand them out one by one
+        try:
+            with K.blas_single_threaded():
+                K.scan_lists_gemm(
+                    qs, list_order, pair_start, pair_query, pair_slot, self.list_offsets,
+                    self.vectors, self.norms, self._ids, m, use_mask, self._l2, 256, 1024,
+                    cand_d, cand_p,
+                )  # fmt: skip
+        finally:
+            numba.set_parallel_chunksize(previous)
+        K.merge_slots(cand_d, cand_p, self._ids, hd, hp)
+
+    def _gpu_search(
+        self, q: np.ndarray, k: int, probes: np.ndarray, mask: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        from .flat import _gpu_exact
+
+        xp = self.backend.xp
+        kern = K.gpu_kernels()
+        nq, nprobe = probes.shape
+        ids = self._device("ids", self._ids)
+        vectors = self._device("vectors", self.vectors)
+        qd, pd = xp.asarray(q), xp.asarray(probes)
+        hd = xp.full((nq, k), xp.inf, dtype=xp.float32)
+        hp = xp.full((nq, k), -1, dtype=xp.int64)
+        cand_d = xp.empty((nq, nprobe, k), dtype=xp.float32)
+        cand_p = xp.empty((nq, nprobe, k), dtype=xp.int64)
+        m = xp.asarray(mask) if mask is not None else xp.zeros(1, dtype=xp.uint8)
+        threads = 64
+        blocks = (nq + threads - 1) // threads
+        kern["scan_lists"][(blocks, nprobe), threads](
+            qd,
+            pd,
+            self._device("offsets", self.list_offsets),
+            vectors,
+            self._device("norms", self.norms),
+            ids,
+            m,
+            mask is not None,
+            self._l2,
+            cand_d,
+            cand_p,
+        )
+        kern["merge"][blocks, threads](hd, hp, cand_d, cand_p, ids)
+        kern["sort"][blocks, threads](hd, hp, ids)
+        d, i = _gpu_exact(xp, qd, vectors, hp, ids, self._l2)
+        return to_host(d), to_host(i)
+
+    def _state(self) -> dict[str, np.ndarray]:
+        return {**self._state_common(), "vectors": self.vectors}
+
+    def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        self.centroids = np.asarray(state["centroids"], dtype=np.float32)
+        self.list_offsets = np.asarray(state["list_offsets"], dtype=np.int64)
+        self._ids = np.asarray(state["ids"], dtype=np.int64)
+        self.vectors = np.ascontiguousarray(state["vectors"], dtype=np.float32)
+        self.norms = np.einsum("ij,ij->i", self.vectors, self.vectors)
+        self._dev.clear()
+
+
+class IVFPQIndex(_IVF):
+    """Inverted lists of product-quantized residuals, with optional exact re-ranking.
+
+    Parameters
+    ----------
+    dim : int
+    nlist : int
+    m : int
+        Sub-quantizers; ``dim`` must be a multiple of ``m``.
+    nbits : int
+        Bits per sub-quantizer code, 1 to 8 (``2**nbits`` codewords; training needs at least
+        that many vectors).
+    metric : {"l2", "ip", "cosine"}
+    keep_vectors : bool
+        Keep the raw vectors for ``search(..., rerank=R)`` (costs ``4 * dim`` bytes each).
+    **kw
+        ``backend``, ``niter``, ``init``, ``seed``, ``max_points_per_centroid`` as for
+        :class:`IVFFlatIndex`.
+
+    Notes
+    -----
+    List scanning runs in the CPU kernel on either backend (the coarse search and training
+    use the backend).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        nlist: int,
+        m: int = 8,
+        nbits: int = 8,
+        metric: str = "l2",
+        keep_vectors: bool = True,
+        **kw: Any,
+    ):
+        super().__init__(dim, nlist, metric, **kw)
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
+            raise ValueError(f"m={m!r}: must be a positive integer")
+        if self.dim % m:
+            raise ValueError(f"m={m}: the dimension {self.dim} is not a multiple of m")
+        if not isinstance(nbits, (int, np.integer)) or not 1 <= nbits <= 8:
+            raise ValueError(f"nbits={nbits!r}: must be an integer from 1 to 8")
+        self.m, self.nbits, self.keep_vectors = int(m), int(nbits), bool(keep_vectors)
+        self.ksub, self.dsub = 1 << self.nbits, self.dim // self.m
+        self.codebooks: np.ndarray | None = None
+        self.precomputed: np.ndarray | None = None
+        self.codes = np.empty((0, self.m), dtype=np.uint8)
+        self.vectors = np.empty((0, self.dim), dtype=np.float32)
+
+    def _params(self) -> dict[str, Any]:
+        return {
+            **super()._params(),
+            "m": self.m,
+            "nbits": self.nbits,
+            "keep_vectors": self.keep_vectors,
+        }
+
+    @property
+    def is_trained(self) -> bool:
+        return self.centroids is not None and self.codebooks is not None
+
+    def _row_arrays(self) -> list[str]:
+        return ["codes", "vectors"] if self.keep_vectors else ["codes"]
+
+    def train(self, x: Any) -> None:
+        """Local. Learn the coarse centroids, then one codebook per sub-space on the
+        residuals of (a sample of) ``x``."""
+        a = self._check_vectors(x, "training vectors")
+        if a.shape[0] < self.ksub:
+            raise ValueError(
+                f"IVFPQIndex.train: {a.shape[0]} training vectors for 2**nbits={self.ksub} "
+                "codewords (need at least that many)"
+            )
+        self._train_coarse(a)
+        limit = self.ksub * self.max_points_per_centroid
+        if a.shape[0] > limit:
+            rng = np.random.default_rng(self.seed + 1)
+            a = a[np.sort(rng.choice(a.shape[0], size=limit, replace=False))]
+        assert self.centroids is not None
+        res = a - self.centroids[self._assign(a)]
+        res = np.ascontiguousarray(res, dtype=np.float32)
+        # all sub-quantizers trained together: Lloyd iterations from distinct sample rows
+        rng = np.random.default_rng(self.seed + 2)
+        books = np.empty((self.m, self.ksub, self.dsub), dtype=np.float32)
+        for s in range(self.m):
+            rows = np.sort(rng.choice(res.shape[0], size=self.ksub, replace=False))
+            books[s] = res[rows, s * self.dsub : (s + 1) * self.dsub]
+        codes = np.empty((res.shape[0], self.m), dtype=np.uint8)
+        for _ in range(max(1, self.niter)):
+            K.assign_to_codes(res, books, codes)
+            K.pq_update(res, codes, books)
+        self.codebooks = books
+        self._precompute()
+
+    def _precompute(self) -> None:
+        """``||r||^2 + 2 c.r`` per (list, sub-space, code): the query-independent L2 term."""
+        assert self.centroids is not None and self.codebooks is not None
+        c = self.centroids.reshape(self.nlist, self.m, self.dsub).astype(np.float64)
+        b = self.codebooks.astype(np.float64)
+        self.precomputed = (
+            (b**2).sum(axis=2)[None, :, :] + 2.0 * np.einsum("lsd,sjd->lsj", c, b)
+        ).astype(np.float32)
+
+    def encode(self, x: np.ndarray, lists: np.ndarray) -> np.ndarray:
+        """Local. PQ codes ``(n, m)`` uint8 of the residuals of ``x`` to ``lists``."""
+        assert self.centroids is not None and self.codebooks is not None
+        res = np.ascontiguousarray(x - self.centroids[lists], dtype=np.float32)
+        codes = np.empty((x.shape[0], self.m), dtype=np.uint8)
+        K.assign_to_codes(res, self.codebooks, codes)
+        return codes
+
+    def add(self, x: Any, ids: Any = None) -> np.ndarray:
+        """Local. Encode and add vectors; returns their ids (see ``FlatIndex.add``)."""
+        self._require_trained("add")
+        a = self._check_vectors(x)
+        new_ids = self._check_new_ids(ids, a.shape[0])
+        if a.shape[0]:
+            lists = self._assign(a)
+            rows = {"codes": self.encode(a, lists)}
+            if self.keep_vectors:
+                rows["vectors"] = a
+            self._merge_rows(lists, new_ids, rows)
+        return new_ids
+
+    def search(
+        self,
+        queries: Any,
+        k: int,
+        nprobe: int | None = None,
+        rerank: int | None = None,
+        filter: Any = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Local. Approximate k-NN from PQ codes of the ``nprobe`` nearest lists.
+
+        Parameters
+        ----------
+        queries : (nq, dim) array
+        k : int
+        nprobe : int, optional
+            Lists scanned per query (default 1).
+        rerank : int, optional
+            Re-rank the best ``max(rerank, k)`` PQ candidates by exact distance (needs
+            ``keep_vectors=True``). Without it the distances are PQ estimates.
+        filter : array of int, optional
+            Allow-list of ids.
+        """
+        k = check_k(k)
+        self._require_trained("search")
+        nprobe = self._check_nprobe(nprobe)
+        if rerank is not None and rerank != 0:
+            if not isinstance(rerank, (int, np.integer)) or rerank < 0:
+                raise ValueError(f"rerank={rerank!r}: must be a non-negative integer")
+            if not self.keep_vectors:
+                raise ValueError("rerank needs the raw vectors: build with keep_vectors=True")
+        q = self._check_vectors(queries, "queries")
+        mask = self._filter_mask(filter)
+        coarse, probes = self._coarse(q, nprobe)
+        kr = max(k, int(rerank or 0))
+        hd, hp = K.init_heaps(q.shape[0], kr)
+        m = mask if mask is not None else np.zeros(1, dtype=np.uint8)
+        assert self.codebooks is not None and self.precomputed is not None
+        assert self.centroids is not None
+        K.scan_pq(
+            q,
+            probes,
+            np.ascontiguousarray(coarse, dtype=np.float32),
+            self.list_offsets,
+            self.codes,
+            self.codebooks,
+            self.centroids,
+            self.precomputed,
+            self._ids,
+            m,
+            mask is not None,
+            self._l2,
+            hd,
+            hp,
+        )
+        if rerank:
+            d, i = self._finish(q, hd, hp, self.vectors)
+            return np.ascontiguousarray(d[:, :k]), np.ascontiguousarray(i[:, :k])
+        return self._finish(q, hd, hp, None)
+
+    def _exact_for_ids(self, q: np.ndarray, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Local. Exact distances of the candidate ids this index holds (sorted; others
+        are dropped, ``-1`` at the end): the re-ranking step of a sharded search."""
+        order = np.argsort(self._ids, kind="stable")
+        sorted_ids = self._ids[order]
+        where = np.searchsorted(sorted_ids, cand)
+        where = np.minimum(where, max(self.ntotal - 1, 0))
+        held = (cand >= 0) & (self.ntotal > 0)
+        if self.ntotal:
+            held &= sorted_ids[where] == cand
+        hp = np.where(held, order[where] if self.ntotal else -1, -1).astype(np.int64)
+        return self._finish(self._check_vectors(q, "queries"), hp * 0, hp, self.vectors)
+
+    def _state(self) -> dict[str, np.ndarray]:
+        assert self.codebooks is not None
+        state = {**self._state_common(), "codebooks": self.codebooks, "codes": self.codes}
+        if self.keep_vectors:
+            state["vectors"] = self.vectors
+        return state
+
+    def _set_state(self, state: dict[str, np.ndarray]) -> None:
+        self.centroids = np.asarray(state["centroids"], dtype=np.float32)
+        self.codebooks = np.asarray(state["codebooks"], dtype=np.float32)
+        self.list_offsets = np.asarray(state["list_offsets"], dtype=np.int64)
+        self._ids = np.asarray(state["ids"], dtype=np.int64)
+        self.codes = np.ascontiguousarray(state["codes"], dtype=np.uint8)
+        if self.keep_vectors:
+            self.vectors = np.ascontiguousarray(state["vectors"], dtype=np.float32)
+        self._precompute()
+        self._dev.clear()

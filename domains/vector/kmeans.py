@@ -1,0 +1,128 @@
+"""k-means for the coarse quantizer and the product quantizer, on the backend.
+
+Lloyd iterations on a random sample (at most ``max_points_per_centroid`` points per centroid):
+the assignment step is an exact top-1 search (:func:`hpc.domains.vector.flat.flat_search`,
+blocked GEMM), the update a fixed-order float64 sum per cluster. Empty clusters take half of
+the largest cluster (its centroid, nudged apart). For the inner-product and cosine metrics the
+centroids are normalised after every update (spherical k-means).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit, prange
+
+from hpc.backend import Backend, get_backend, to_host
+
+from . import _kernels as K
+from .flat import flat_search
+
+__all__ = ["kmeans"]
+
+
+@njit(parallel=True, cache=True)
+def _min_sq_dist(x: np.ndarray, c: np.ndarray, mind: np.ndarray) -> None:  # pragma: no cover
+    """k-means++: lower every point's distance to its nearest chosen centre by centre ``c``."""
+    for i in prange(x.shape[0]):
+        acc = 0.0
+        for j in range(x.shape[1]):
+            d = np.float64(x[i, j]) - np.float64(c[j])
+            acc += d * d
+        if acc < mind[i]:
+            mind[i] = acc
+
+
+def _init(x: np.ndarray, k: int, init: str, rng: np.random.Generator) -> np.ndarray:
+    n = x.shape[0]
+    if init == "random":
+        return x[np.sort(rng.choice(n, size=k, replace=False))].copy()
+    chosen = [int(rng.integers(n))]
+    mind = np.full(n, np.inf)
+    for _ in range(1, k):
+        _min_sq_dist(x, x[chosen[-1]], mind)
+        total = float(mind.sum())
+        if total <= 0:  # fewer distinct points than centroids
+            chosen.append(int(rng.integers(n)))
+            continue
+        cdf = np.cumsum(mind)
+        chosen.append(int(min(n - 1, np.searchsorted(cdf, rng.uniform(0, cdf[-1]), "right"))))
+    return x[np.array(chosen)].copy()
+
+
+def kmeans(
+    x: Any,
+    k: int,
+    niter: int = 20,
+    init: str = "random",
+    seed: int = 0,
+    spherical: bool = False,
+    max_points_per_centroid: int = 256,
+    backend: str | Backend | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Local. Cluster the rows of ``x`` into ``k`` centroids.
+
+    Parameters
+    ----------
+    x : (n, dim) float32 array
+        ``n >= k``.
+    k : int
+    niter : int
+        Lloyd iterations.
+    init : {"random", "kmeans++"}
+        Random distinct sample points, or D^2 sampling (Arthur and Vassilvitskii).
+    seed : int
+        Sampling and initialisation are reproducible from it.
+    spherical : bool
+        Assign by largest inner product and normalise the centroids.
+    max_points_per_centroid : int
+        Train on a random sample of at most ``k * max_points_per_centroid`` rows.
+
+    Returns
+    -------
+    centroids : (k, dim) float32 numpy array
+    assignment : (m,) int64 numpy array
+        The cluster of every training row used (the sample, in sample order).
+    """
+    be = get_backend(backend)
+    x = np.ascontiguousarray(to_host(x), dtype=np.float32)
+    n = x.shape[0]
+    if init not in ("random", "kmeans++"):
+        raise ValueError(f"init={init!r}: expected 'random' or 'kmeans++'")
+    if n < k:
+        raise ValueError(f"k-means: {n} training vectors for {k} centroids (need n >= k)")
+    rng = np.random.default_rng(seed)
+    if n > k * max_points_per_centroid:
+        x = x[np.sort(rng.choice(n, size=k * max_points_per_centroid, replace=False))]
+        n = x.shape[0]
+    centroids = _init(x, k, init, rng)
+    xp = be.xp
+    xd = xp.asarray(x)
+    assign = np.zeros(n, dtype=np.int64)
+    for it in range(max(1, niter) + 1):
+        if spherical:
+            norms_c = np.sqrt((centroids.astype(np.float64) ** 2).sum(axis=1))
+            centroids = (centroids / np.maximum(norms_c, 1e-30)[:, None]).astype(np.float32)
+        cd = xp.asarray(centroids)
+        cn = (cd * cd).sum(axis=1)
+        _, a = flat_search(
+            xd, cd, cn, xp.arange(k, dtype=xp.int64), 1, not spherical, backend=be, exact=False
+        )
+        assign = to_host(a)[:, 0].astype(np.int64)
+        if it == max(1, niter):
+            break
+        sums = np.zeros((k, x.shape[1]), dtype=np.float64)
+        counts = np.zeros(k, dtype=np.int64)
+        K.kmeans_accumulate(x, assign, sums, counts)
+        for c in np.flatnonzero(counts == 0):  # split the largest cluster
+            big = int(np.argmax(counts))
+            sums[c] = sums[big] * (1 + 1e-4)
+            sums[big] *= 1 - 1e-4
+            counts[c] = counts[big] // 2 or 1
+            sums[c] *= counts[c] / max(counts[big], 1)
+            sums[big] *= (counts[big] - counts[c]) / max(counts[big], 1)
+            counts[big] -= counts[c]
+            counts[big] = max(counts[big], 1)
+        centroids = (sums / counts[:, None]).astype(np.float32)
+    return centroids, assign
