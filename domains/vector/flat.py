@@ -37,6 +37,9 @@ def _stable_argsort(xp: Any, a: Any) -> Any:
         return xp.argsort(a, axis=1)
 
 
+SPARE = 8  # extra candidates selected by FlatIndex.search before the exact re-sort
+
+
 def flat_search(
     queries: Any,
     vectors: Any,
@@ -328,19 +331,21 @@ class FlatIndex(VectorIndex):
         q = self._check_vectors(queries, "queries")
         xp = self.backend.xp
         mask = self._filter_mask(filter)
+        # GEMM scores of equal vectors can differ in the last bit with their place in a block:
+        # select a few spare candidates, so the exact (distance, id) order decides the cut
         d, i = flat_search(
             xp.asarray(q),
             self._vectors,
             self._norms,
             self._dev_ids,
-            k,
+            k + SPARE,
             self._l2,
             None if mask is None else xp.asarray(mask),
             self.backend,
             self.query_block,
             self.db_block,
         )
-        return to_host(d), to_host(i)
+        return to_host(d[:, :k]), to_host(i[:, :k])
 
     def _state(self) -> dict[str, np.ndarray]:
         return {"ids": self._ids, "vectors": to_host(self._vectors)}

@@ -23,13 +23,19 @@ from hpc.backend import Backend, to_host
 
 from . import _kernels as K
 from ._base import VectorIndex, check_k
-from .flat import flat_search
+from .flat import SPARE, flat_search
 from .kmeans import kmeans
 
 __all__ = ["IVFFlatIndex", "IVFPQIndex"]
 
 GEMM_MIN_PAIRS_PER_LIST = 8  # queries per probed list (on average) from which lists are GEMMs
 
+
+
+def _cut(result: tuple[np.ndarray, np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``k`` of results selected with spare candidates."""
+    d, i = result
+    return np.ascontiguousarray(d[:, :k]), np.ascontiguousarray(i[:, :k])
 
 class _IVF(VectorIndex):
     """Coarse quantizer, inverted lists and the parts of search both IVF types share."""
@@ -254,13 +260,14 @@ class IVFFlatIndex(_IVF):
         q = self._check_vectors(queries, "queries")
         mask = self._filter_mask(filter)
         _, probes = self._coarse(q, nprobe)
+        k_out, k = k, k + SPARE  # spare candidates: the exact (distance, id) order cuts
         if self.backend.is_gpu and k <= K.GPU_KMAX:
-            return self._gpu_search(q, k, probes, mask)
+            return _cut(self._gpu_search(q, k, probes, mask), k_out)
         hd, hp = K.init_heaps(q.shape[0], k)
         m = mask if mask is not None else np.zeros(1, dtype=np.uint8)
         if q.shape[0] * nprobe >= GEMM_MIN_PAIRS_PER_LIST * self.nlist:
             self._scan_grouped(q, k, probes, m, mask is not None, hd, hp)
-            return self._finish(q, hd, hp, self.vectors)
+            return _cut(self._finish(q, hd, hp, self.vectors), k_out)
         K.scan_lists(
             q,
             probes,
@@ -274,7 +281,7 @@ class IVFFlatIndex(_IVF):
             hd,
             hp,
         )
-        return self._finish(q, hd, hp, self.vectors)
+        return _cut(self._finish(q, hd, hp, self.vectors), k_out)
 
     def _scan_grouped(
         self,
