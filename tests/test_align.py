@@ -22,7 +22,7 @@ from hpc.domains.align import (
     score_pairs,
 )
 
-from tests.conftest import ROOT, run_cudasim, run_mpi
+from tests.conftest import run_cudasim, run_mpi
 
 try:  # the references (absent on the GPU machine's image: the GPU tests need neither)
     import parasail
@@ -380,25 +380,6 @@ def test_bench_align_prints_the_json_contract_last():
         assert case["ratio"]["parasail_1core"] == pytest.approx(
             case["ours"]["1core"]["GCUPS"] / one["GCUPS"]
         )
-
-
-@pytest.mark.timeout(300)
-def test_example_notebook_runs(tmp_path):
-    import nbformat
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(ROOT / "examples" / "align_reads.ipynb", as_version=4)
-    NotebookClient(
-        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
-    errors = [
-        o
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.get("outputs", [])
-        if o.get("output_type") == "error"
-    ]
-    assert not errors
 
 
 @pytest.mark.timeout(120)

@@ -152,7 +152,11 @@ def test_bench_lbm_prints_the_json_contract_last():
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("name", ["cfd_cavity.ipynb", "risk_pricing.ipynb", "sql_tpch.ipynb"])
+@pytest.mark.parametrize(
+    "name",
+    ["cfd_cavity.ipynb", "risk_pricing.ipynb", "sql_tpch.ipynb", "vector_search.ipynb",
+     "align_reads.ipynb"],
+)
 def test_example_notebooks_run(name, tmp_path):
     import nbformat
     from nbclient import NotebookClient

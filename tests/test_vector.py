@@ -462,25 +462,6 @@ def test_bench_knn_prints_the_json_contract_last():
     assert pq["ours"]["recall"] >= 0.8 and "faiss_build" in pq["ratio"]
 
 
-@pytest.mark.timeout(300)
-def test_vector_notebook_runs(tmp_path):
-    import nbformat
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(ROOT / "examples" / "vector_search.ipynb", as_version=4)
-    NotebookClient(
-        nb, timeout=250, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
-    errors = [
-        o
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.get("outputs", [])
-        if o.get("output_type") == "error"
-    ]
-    assert not errors
-
-
 def test_ivf_grouped_list_gemm_equals_per_query_scan(monkeypatch):
     from hpc.domains.vector import ivf as ivf_module
 

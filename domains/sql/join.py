@@ -27,27 +27,6 @@ def slot_of(key, mask):  # type: ignore[no-untyped-def]
     return np.int64((h >> np.uint64(29)) & np.uint64(mask))
 
 
-@njit(nogil=True, cache=True)
-def build(keys, capacity):  # type: ignore[no-untyped-def]
-    # slots interleave (key, first row) so a probe touches one cache line per slot
-    mask = capacity - 1
-    table = np.full((capacity, 2), -1, dtype=np.int64)
-    last = np.full(capacity, -1, dtype=np.int64)
-    chain = np.full(keys.shape[0], -1, dtype=np.int64)
-    for j in range(keys.shape[0]):
-        k = keys[j]
-        s = slot_of(k, mask)
-        while table[s, 1] != -1 and table[s, 0] != k:
-            s = (s + 1) & mask
-        if table[s, 1] == -1:
-            table[s, 0] = k
-            table[s, 1] = j
-        else:
-            chain[last[s]] = j
-        last[s] = j
-    return table, chain
-
-
 @njit(inline="always", cache=True)
 def find(k, table, mask):  # type: ignore[no-untyped-def]
     s = slot_of(k, mask)
@@ -116,6 +95,8 @@ def radix_partition(keys, bits):  # type: ignore[no-untyped-def]
 
 @njit(inline="always", cache=True)
 def _local_table(bkeys, border, b0, b1):  # type: ignore[no-untyped-def]
+    # hash table of build rows border[b0:b1]: slots interleave (key, first row) so a probe
+    # touches one cache line; equal keys chain in row order
     m = b1 - b0
     capacity = 16
     while capacity < 2 * m:
@@ -191,7 +172,7 @@ RADIX_MIN = (1 << 17, 1 << 19)
 
 
 def _compile() -> dict[str, Any]:
-    return {"build": build, "count": count, "fill": fill}
+    return {"count": count, "fill": fill}
 
 
 def hash_join(
@@ -242,8 +223,7 @@ def hash_join(
             hit = right >= 0
             right[hit] = kept[right[hit]]
         return left, right
-    capacity = 1 << max(4, int(2 * max(len(b), 1) - 1).bit_length())
-    table, chain = k["build"](b, capacity)
+    table, chain, _ = _local_table(b, np.arange(len(b), dtype=np.int64), 0, len(b))
     valid = np.ones(len(p), dtype=bool) if probe_valid is None else probe_valid  # null: no match
     counts, hit = k["count"](p, valid, table, chain, how == "left")
     if how in ("semi", "anti"):

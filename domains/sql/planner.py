@@ -163,15 +163,8 @@ def _parse_position(exc: ParseError) -> str:
 
 
 def plan_query(sql: str, catalog: Catalog) -> QueryPlan:
-    """Parse, qualify and split ``sql`` (see the module docstring).
-
-    Raises
-    ------
-    SQLError
-        Malformed query, unknown table or column.
-    UnsupportedSQL
-        A construct outside the supported subset, named with its position.
-    """
+    """Parse, qualify and split ``sql`` (a query without WHERE subqueries); raises as
+    :func:`plan_select` does."""
     return plan_select(parse(sql, catalog))
 
 

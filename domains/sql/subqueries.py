@@ -77,24 +77,33 @@ def _in_set(this: exp.Expression, table: Table, node: exp.Expression, exists: bo
     return out
 
 
-def _exists(node: exp.Exists, run: Callable[[exp.Select], Table]) -> InSet:
-    sub = node.this
-    if not isinstance(sub, exp.Select):
-        raise UnsupportedSQL(f"EXISTS of a non-SELECT: {describe(node)}")
+def _correlation(sub: exp.Select):
+    """Split a subquery's WHERE into ``(inner-only terms, [(inner column, outer column)]
+    equalities, the first other term that refers to the outer query or None)``."""
     mine = _scope(sub)
     where = sub.args.get("where")
     keep, links = [], []
     for term in conjuncts(where.this if where else None):
-        outer = [c for c in term.find_all(exp.Column) if c.table and c.table not in mine]
-        if not outer:
+        outside = [c for c in term.find_all(exp.Column) if c.table and c.table not in mine]
+        if not outside:
             keep.append(term)
         elif (isinstance(term, exp.EQ) and isinstance(term.this, exp.Column)
-              and isinstance(term.expression, exp.Column) and len(outer) == 1):
-            inner = term.expression if term.this is outer[0] else term.this
-            links.append((inner, outer[0]))
+              and isinstance(term.expression, exp.Column) and len(outside) == 1):
+            inside = term.expression if term.this is outside[0] else term.this
+            links.append((inside, outside[0]))
         else:
-            raise UnsupportedSQL(f"EXISTS correlated by {describe(term)} is not supported "
-                                 "(only one equality with the outer query)")
+            return keep, links, term
+    return keep, links, None
+
+
+def _exists(node: exp.Exists, run: Callable[[exp.Select], Table]) -> InSet:
+    sub = node.this
+    if not isinstance(sub, exp.Select):
+        raise UnsupportedSQL(f"EXISTS of a non-SELECT: {describe(node)}")
+    keep, links, other = _correlation(sub)
+    if other is not None:
+        raise UnsupportedSQL(f"EXISTS correlated by {describe(other)} is not supported "
+                             "(only one equality with the outer query)")
     if len(links) != 1 or sub.args.get("group") or sub.args.get("having"):
         raise UnsupportedSQL(f"this EXISTS is not supported (it needs exactly one equality "
                              f"with the outer query and no GROUP BY): {describe(node)}")
@@ -124,19 +133,10 @@ def _decorrelate(node: exp.Subquery, inner: exp.Select, outer: exp.Select, n: in
     if not aggs or any(isinstance(a, exp.Count) for a in aggs):
         return False  # COUNT of no rows is 0, not NULL: a join would drop those keys
     mine = _scope(inner)
-    keep, links = [], []
-    sub_where = inner.args.get("where")
-    for term in conjuncts(sub_where.this if sub_where else None):
-        outside = [c for c in term.find_all(exp.Column) if c.table and c.table not in mine]
-        if not outside:
-            keep.append(term)
-        elif (isinstance(term, exp.EQ) and isinstance(term.this, exp.Column)
-              and isinstance(term.expression, exp.Column) and len(outside) == 1):
-            inside = term.expression if term.this is outside[0] else term.this
-            links.append((inside, outside[0]))
-        else:
-            return False
-    if not links or any(c.table not in mine for c in value.find_all(exp.Column)):
+    keep, links, other = _correlation(inner)
+    if other is not None or not links or any(
+        c.table not in mine for c in value.find_all(exp.Column)
+    ):
         return False
     alias = f"_sq{n}"
     derived = inner.copy()
