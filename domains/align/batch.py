@@ -246,6 +246,17 @@ def score_pairs(
     ValueError
         For lists of different lengths, an unknown mode or an empty sequence.
     """
+    scoring, m, qe, te, qi, ti = _pair_inputs(
+        queries, targets, scoring, mode, query_index, target_index
+    )
+    if _is_gpu(backend):
+        return _gpu_scores(qe, te, qi, ti, scoring, m)
+    return _pairs_cpu(qe, te, qi, ti, scoring, m)
+
+
+def _pair_inputs(queries, targets, scoring, mode, query_index, target_index):
+    """Scoring, mode code, encoded sequences and the (query, target) index of every pair
+    (the i-th query with the i-th target when no indices are given)."""
     scoring = Scoring.of(scoring)
     m = _mode(mode)
     qe = encode_all(queries, scoring, "query")
@@ -257,9 +268,7 @@ def score_pairs(
     else:
         qi = np.asarray(query_index, dtype=np.int64)
         ti = np.asarray(target_index, dtype=np.int64)
-    if _is_gpu(backend):
-        return _gpu_scores(qe, te, qi, ti, scoring, m)
-    return _pairs_cpu(qe, te, qi, ti, scoring, m)
+    return scoring, m, qe, te, qi, ti
 
 
 def _pairs_cpu(qe, te, qi, ti, scoring: Scoring, mode: int) -> np.ndarray:
@@ -496,15 +505,10 @@ def align_pairs(
     target_index: np.ndarray | None = None,
 ) -> list[Alignment]:
     """Local. Tracebacks of pairs (like :func:`score_pairs`), one :class:`Alignment` each."""
-    scoring = Scoring.of(scoring)
-    m = _mode(mode)
-    qe = encode_all(queries, scoring, "query")
-    te = encode_all(targets, scoring, "target")
-    if query_index is None:
-        if len(qe) != len(te):
-            raise ValueError(f"{len(qe)} queries but {len(te)} targets; pairs need equal counts")
-        query_index = target_index = np.arange(len(qe))
+    scoring, m, qe, te, qi, ti = _pair_inputs(
+        queries, targets, scoring, mode, query_index, target_index
+    )
     return [
         _align_codes(qe.get(int(a)), te.get(int(b)), scoring, m, band)
-        for a, b in zip(query_index, target_index, strict=True)
+        for a, b in zip(qi, ti, strict=True)
     ]

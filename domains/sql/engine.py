@@ -456,13 +456,13 @@ def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, trace: _Trace, gather: 
     trace.add(f"Aggregate GROUP BY [{', '.join(_sql(k) for k in keys)}] "
               f"[{', '.join(a.op for a in aggs)}]", ngroups)
     for term in _having(select):
-        agg_frame = _filter(agg_frame, _rewritten(term, rewrite, keys))
+        agg_frame = _filter(agg_frame, _rewritten(term, rewrite))
         trace.add(f"Having {_sql(term)}", agg_frame.nrows)
     return _finish(plan, agg_frame, list(select.expressions), comm, trace,
-                   lambda n: _rewritten(n, rewrite, keys), gather)
+                   lambda n: _rewritten(n, rewrite), gather)
 
 
-def _rewritten(node: exp.Expression, rewrite, keys) -> exp.Expression:
+def _rewritten(node: exp.Expression, rewrite) -> exp.Expression:
     out = node.copy().transform(rewrite)
     for col in out.find_all(exp.Column):
         if not col.name.startswith("\0"):

@@ -20,7 +20,7 @@ from sqlglot import exp
 from sqlglot.generator import Generator
 
 from . import strings
-from .errors import SQLError, UnsupportedSQL, describe
+from .errors import SQLError, UnsupportedSQL, describe, position
 from .table import Column
 
 __all__ = ["Frame", "InSet", "Value", "evaluate", "column_key", "to_column", "predicate_mask"]
@@ -148,12 +148,8 @@ def _column(node: exp.Column, frame: Frame) -> Value:
     key = column_key(node)
     col = frame.columns.get(key)
     if col is None:
-        raise SQLError(f"unknown column {node.sql()}{_where(node)}")
+        raise SQLError(f"unknown column {node.sql()}{position(node)}")
     return Value(col.values, col.kind, col.dictionary, col.valid)
-
-
-def _where(node: exp.Expression) -> str:
-    return describe(node).split(")", 1)[-1] if "line" in str(node.meta) else ""
 
 
 def _literal(node: exp.Literal, frame: Frame) -> Value:

@@ -21,7 +21,7 @@ from sqlglot.optimizer.qualify import qualify
 from .catalog import Catalog
 from .errors import SQLError, UnsupportedSQL, describe, position
 
-__all__ = ["QueryPlan", "Source", "plan_query", "conjuncts", "aliases_of"]
+__all__ = ["QueryPlan", "Source", "parse", "plan_select", "conjuncts", "aliases_of", "own_nodes"]
 
 _AGGREGATES = (exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Count)
 
@@ -160,12 +160,6 @@ def parse(sql: str, catalog: Catalog) -> exp.Select:
 def _parse_position(exc: ParseError) -> str:
     e = exc.errors[0] if exc.errors else {}
     return f" at line {e['line']}, column {e['col']}" if "line" in e else ""
-
-
-def plan_query(sql: str, catalog: Catalog) -> QueryPlan:
-    """Parse, qualify and split ``sql`` (a query without WHERE subqueries); raises as
-    :func:`plan_select` does."""
-    return plan_select(parse(sql, catalog))
 
 
 def plan_select(select: exp.Select, ctes: dict[str, exp.Select] | None = None) -> QueryPlan:
