@@ -43,14 +43,14 @@ def run_mpi(
     return proc
 
 
-def run_cudasim(script: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def run_cudasim(script: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """Run a check script of tests/mpi under the CUDA simulator; fail the test if it fails.
 
     The simulator must be switched on before numba.cuda is first imported, hence a process.
     """
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
     proc = subprocess.run(
-        [sys.executable, str(MPI_DIR / script)],
+        [sys.executable, str(MPI_DIR / script), *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from hpc.backend import array_module
+
 __all__ = ["group_ids", "combine_ids", "reduce_groups", "AGGREGATES"]
 
 AGGREGATES = ("sum", "count", "min", "max", "avg", "count_distinct")
@@ -137,20 +139,24 @@ def group_ids(keys: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
     return ids, int(n), kern["first_rows"](ids, n)
 
 
-def combine_ids(columns: list[np.ndarray], valids: list[np.ndarray | None]) -> np.ndarray:
+def combine_ids(columns: list[np.ndarray], valids: list[np.ndarray | None],
+                group: Any = None) -> np.ndarray:
     """One int64 key per row for several key columns (a null is its own value, as SQL's
     GROUP BY treats it): each column is factorised, then combined pairwise by
-    ``id_a * n_b + id_b`` and refactorised, so no product of cardinalities can overflow."""
+    ``id_a * n_b + id_b`` and refactorised, so no product of cardinalities can overflow.
+    ``group`` is the factorising function (default :func:`group_ids`; the GPU's on device
+    arrays)."""
+    group = group or group_ids
     combined = None
     for col, valid in zip(columns, valids, strict=True):
-        ids, n, _ = group_ids(col)
+        ids, n, _ = group(col)
         if valid is not None:  # nulls: one extra id
-            ids = np.where(valid, ids, n)
+            ids = array_module(ids).where(valid, ids, n)
             n += 1
         if combined is None:
             combined = ids
         else:
-            combined, _, _ = group_ids(combined * n + ids)
+            combined, _, _ = group(combined * n + ids)
     if combined is None:
         raise ValueError("no key columns")
     return combined

@@ -22,21 +22,20 @@ The result is a :class:`Table` on rank 0 and an empty table (same columns) elsew
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from sqlglot import exp
 
+from hpc.backend import Backend, array_module, get_backend
 from hpc.comm import resolve_comm
 
-from . import strings
-from .aggregate import combine_ids, group_ids, reduce_groups
+from . import ops, strings
 from .catalog import Catalog
 from .errors import SQLError, UnsupportedSQL, describe
 from .exchange import allgather_columns, global_rows, partition_by_keys, ship
 from .expressions import Frame, column_key, evaluate, predicate_mask, to_column
-from .join import hash_join
 from .planner import QueryPlan, Source, aliases_of, parse, plan_select
 from .subqueries import resolve_subqueries
 from .table import Column, Table
@@ -48,10 +47,21 @@ _AGG_NAMES = {exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max", ex
 
 @dataclass
 class QueryOptions:
-    """Tuning of the physical plan: ``broadcast_rows`` is the largest total row count of a
-    join side that is broadcast to every rank instead of shuffling both sides."""
+    """Tuning of the physical plan.
+
+    Attributes
+    ----------
+    broadcast_rows : int
+        The largest total row count of a join side that is broadcast to every rank instead
+        of shuffling both sides.
+    backend : {"auto", "cpu", "gpu"}, Backend or None
+        Where the columns live and the kernels run (default ``HPC_BACKEND``, see
+        :func:`hpc.backend.get_backend`). On the GPU, scanned columns move to the device and
+        joins, group-bys and aggregates run as numba.cuda kernels; the result is on the host.
+    """
 
     broadcast_rows: int = 1_000_000
+    backend: str | Backend | None = None
 
 
 @dataclass
@@ -125,6 +135,8 @@ def _execute(select: exp.Select, catalog: Catalog, comm: Any, options: QueryOpti
     """Collective. Resolve the subqueries, plan, run. ``gather``: ``"root"`` (the result on
     rank 0), ``"all"`` (on every rank) or ``"none"`` (left where it was computed)."""
     options = options or QueryOptions()
+    if not isinstance(options.backend, Backend):
+        options = replace(options, backend=get_backend(options.backend))
     trace = trace or _Trace(False, comm)
     ctes = dict(ctes)
     with_ = select.args.get("with_") or select.args.get("with")
@@ -142,17 +154,18 @@ def _execute(select: exp.Select, catalog: Catalog, comm: Any, options: QueryOpti
         if src.subquery is not None:
             frames[src.alias] = _derived(src, catalog, comm, options, trace, ctes)
         else:
-            frames[src.alias] = _scan(src, catalog, comm, trace)
+            frames[src.alias] = _scan(src, catalog, comm, options.backend, trace)
     frame = _join_all(plan, frames, comm, options, trace)
     if plan.aggregates or plan.group or plan.distinct:
-        return _aggregate(plan, frame, comm, trace, gather)
+        return _aggregate(plan, frame, comm, options.backend, trace, gather)
     return _finish(plan, frame, list(plan.select.expressions), comm, trace, None, gather)
 
 
 def _derived(src: Source, catalog: Catalog, comm: Any, options: QueryOptions, trace: _Trace,
              ctes: dict[str, exp.Select]) -> Frame:
     """A derived table or WITH table, run where its rows are (not gathered), then filtered."""
-    table = _execute(src.subquery, catalog, comm, options, trace, ctes, "none")
+    table = ops.table_on(options.backend,
+                         _execute(src.subquery, catalog, comm, options, trace, ctes, "none"))
     frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
     frame = _filter(frame, *src.filters)
     trace.add(f"Derived table {src.alias} [{', '.join(table.columns)}]", frame.nrows)
@@ -163,11 +176,11 @@ def _filter(frame: Frame, *terms: exp.Expression) -> Frame:
     """Rows where every term is true: one mask, then one pass over each column."""
     mask = None
     for term in terms:
-        m = predicate_mask(evaluate(term, frame), frame.nrows)
+        m = predicate_mask(evaluate(term, frame), frame.nrows, frame.xp)
         mask = m if mask is None else mask & m
     if mask is None:
         return frame
-    index = np.flatnonzero(mask)  # once: faster than a boolean mask per column
+    index = frame.xp.flatnonzero(mask)  # once: faster than a boolean mask per column
     if len(index) == frame.nrows:
         return frame
     return Frame({n: c.gather(index) for n, c in frame.columns.items()}, len(index))
@@ -177,8 +190,8 @@ def _sql(node: exp.Expression) -> str:
     return node.sql(dialect="duckdb")
 
 
-def _scan(src: Source, catalog: Catalog, comm: Any, trace: _Trace) -> Frame:
-    table = catalog.load(src.table, src.columns, comm)
+def _scan(src: Source, catalog: Catalog, comm: Any, backend: Backend, trace: _Trace) -> Frame:
+    table = ops.table_on(backend, catalog.load(src.table, src.columns, comm))
     frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
     frame = _filter(frame, *src.filters)
     where = f" WHERE {' AND '.join(_sql(t) for t in src.filters)}" if src.filters else ""
@@ -193,7 +206,7 @@ def _ndv(col: Column, total: int) -> float:
     if n == 0 or total == 0:
         return 1.0
     sample = col.values[:: max(1, n // 50_000)]
-    distinct = len(np.unique(sample))
+    distinct = len(array_module(sample).unique(sample))
     return float(total) if distinct > 0.9 * len(sample) else float(min(distinct, total))
 
 
@@ -310,8 +323,9 @@ def _key_arrays(x: Column, y: Column) -> tuple[np.ndarray, np.ndarray]:
         if x.dictionary is y.dictionary:
             return x.values.astype(np.int64), y.values.astype(np.int64)
         merged = strings.merge([x.dictionary, y.dictionary])
-        rx = strings.remap(x.dictionary, merged).astype(np.int64)
-        ry = strings.remap(y.dictionary, merged).astype(np.int64)
+        xp = array_module(x.values)
+        rx = xp.asarray(strings.remap(x.dictionary, merged).astype(np.int64))
+        ry = xp.asarray(strings.remap(y.dictionary, merged).astype(np.int64))
         return rx[x.values], ry[y.values]
     if x.kind == "string" or y.kind == "string" or (x.kind == "date") != (y.kind == "date"):
         raise UnsupportedSQL(f"join keys of kinds {x.kind} and {y.kind}: numbers, dates or "
@@ -349,9 +363,11 @@ def _join(x: _Joined, y: _Joined, edges, how: str, comm: Any, options: QueryOpti
         build_cols = partition_by_keys(build_cols, [build_cols[kb[0]]], comm)
     else:
         strategy = "local"
-    pkey, pvalid, bkey, bvalid = _combined_keys([probe_cols[k] for k in kp],
+    backend = options.backend
+    pkey, pvalid, bkey, bvalid = _combined_keys(backend, [probe_cols[k] for k in kp],
                                                 [build_cols[k] for k in kb])
-    left, right = hash_join(pkey, bkey, "left" if how == "left" else "inner", pvalid, bvalid)
+    left, right = ops.hash_join(backend, pkey, bkey, "left" if how == "left" else "inner",
+                                pvalid, bvalid)
     out = {n: c.take(left) for n, c in probe_cols.items() if not n.startswith("\0key")}
     out.update({n: c.take(right) for n, c in build_cols.items() if not n.startswith("\0key")})
     frame = Frame(out, len(left))
@@ -362,19 +378,17 @@ def _join(x: _Joined, y: _Joined, edges, how: str, comm: Any, options: QueryOpti
     return _Joined(x.aliases | y.aliases, frame, rows, {**y.ndv, **x.ndv})
 
 
-def _combined_keys(probe: list[Column], build: list[Column]):
+def _combined_keys(backend: Backend, probe: list[Column], build: list[Column]):
     """One int64 key per row for several join keys (equal exactly when all keys are), and
     the validity (a null in any key matches nothing)."""
-    def valid_of(cols):
-        masks = [c.valid for c in cols if c.valid is not None]
-        return None if not masks else np.logical_and.reduce(masks)
-
-    pv, bv = valid_of(probe), valid_of(build)
+    pv = ops.all_valid([c.valid for c in probe])
+    bv = ops.all_valid([c.valid for c in build])
     if len(probe) == 1:
         return probe[0].values, pv, build[0].values, bv
     n = len(probe[0])
-    both = [np.concatenate([p.values, b.values]) for p, b in zip(probe, build, strict=True)]
-    ids = combine_ids(both, [None] * len(both))
+    xp = array_module(probe[0].values)
+    both = [xp.concatenate([p.values, b.values]) for p, b in zip(probe, build, strict=True)]
+    ids = ops.combine_ids(backend, both, [None] * len(both))
     return ids[:n], pv, ids[n:], bv
 
 
@@ -401,7 +415,8 @@ def _agg_of(node: exp.Expression) -> _Agg:
     return _Agg(op, arg)
 
 
-def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, trace: _Trace, gather: str) -> Table:
+def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, backend: Backend, trace: _Trace,
+               gather: str) -> Table:
     select = plan.select
     keys = list(plan.group)
     if plan.distinct and not keys:
@@ -426,29 +441,31 @@ def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, trace: _Trace, gather: 
     # collect the aggregates first (the rewritten trees are built again in _finish)
     for node in list(select.expressions) + _order_nodes(select) + _having(select):
         node.copy().transform(rewrite)
-    key_cols = [to_column(evaluate(k, frame), frame.nrows) for k in keys]
-    args = [None if a.arg is None else to_column(evaluate(a.arg, frame), frame.nrows)
+    xp = frame.xp
+    key_cols = [to_column(evaluate(k, frame), frame.nrows, xp) for k in keys]
+    args = [None if a.arg is None else to_column(evaluate(a.arg, frame), frame.nrows, xp)
             for a in aggs]
     size = comm.Get_size()
     distinct = any(a.op == "count_distinct" for a in aggs)
     if distinct and size > 1:  # partition the rows by group, aggregate once
         cols = {f"k{j}": c for j, c in enumerate(key_cols)}
         cols.update({f"a{i}": c for i, c in enumerate(args) if c is not None})
-        cols["\0rows"] = Column(np.zeros(frame.nrows, np.int8), "int")
+        cols["\0rows"] = Column(xp.zeros(frame.nrows, np.int8), "int")
         if key_cols:
             cols = partition_by_keys(cols, [cols[f"k{j}"] for j in range(len(keys))], comm)
         else:
-            cols = ship(cols, np.zeros(frame.nrows, np.int64), comm)
+            cols = ship(cols, xp.zeros(frame.nrows, np.int64), comm)
         nrows = len(cols["\0rows"])
         key_cols = [cols[f"k{j}"] for j in range(len(keys))]
         args = [None if a is None else cols[f"a{i}"] for i, a in enumerate(args)]
-        states, key_out, ngroups = _partial(key_cols, aggs, args, nrows,
+        states, key_out, ngroups = _partial(backend, key_cols, aggs, args, nrows,
                                             one_group=not keys and comm.Get_rank() == 0)
         final = _final(aggs, states)
     else:
-        states, key_out, ngroups = _partial(key_cols, aggs, args, frame.nrows, one_group=not keys)
+        states, key_out, ngroups = _partial(backend, key_cols, aggs, args, frame.nrows,
+                                            one_group=not keys)
         if size > 1:
-            states, key_out, ngroups = _combine(aggs, states, key_out, ngroups, comm)
+            states, key_out, ngroups = _combine(backend, aggs, states, key_out, ngroups, comm)
         final = _final(aggs, states)
     columns = {f"\0key{j}": c for j, c in enumerate(key_out)}
     columns.update({f"\0agg{i}": c for i, c in enumerate(final)})
@@ -480,15 +497,17 @@ def _order_nodes(select: exp.Select) -> list[exp.Expression]:
     return [o.this for o in order.expressions] if order else []
 
 
-def _partial(key_cols: list[Column], aggs: list[_Agg], args: list[Column | None], nrows: int,
-             one_group: bool):
+def _partial(backend: Backend, key_cols: list[Column], aggs: list[_Agg],
+             args: list[Column | None], nrows: int, one_group: bool):
     """Per-group states of this rank's rows: ``(states, key columns, ngroups)``."""
+    xp = backend.xp
     if key_cols:
-        combined = combine_ids([c.values for c in key_cols], [c.valid for c in key_cols])
-        ids, ngroups, first = group_ids(combined)
+        combined = ops.combine_ids(backend, [c.values for c in key_cols],
+                                   [c.valid for c in key_cols])
+        ids, ngroups, first = ops.group_ids(backend, combined)
         key_out = [c.take(first) for c in key_cols]
     else:
-        ids = np.zeros(nrows, np.int64)
+        ids = xp.zeros(nrows, np.int64)
         ngroups = 1 if one_group else 0
         if not one_group and nrows:
             raise AssertionError("rows without a group")
@@ -500,52 +519,56 @@ def _partial(key_cols: list[Column], aggs: list[_Agg], args: list[Column | None]
         if values is not None and col.kind in ("string", "bool", "date") and a.op in ("sum",
                                                                                       "avg"):
             raise SQLError(f"type mismatch: {a.op.upper()} of a {col.kind} column")
-        count, _ = reduce_groups("count", ids, ngroups, values, valid)
+        count, _ = ops.reduce_groups(backend, "count", ids, ngroups, values, valid)
         if a.op in ("sum", "avg"):
-            total, _ = reduce_groups("sum", ids, ngroups, values, valid)
+            total, _ = ops.reduce_groups(backend, "sum", ids, ngroups, values, valid)
             states.append({"sum": total, "count": count})
         elif a.op in ("min", "max"):
-            best, seen = reduce_groups(a.op, ids, ngroups, values, valid)
+            best, seen = ops.reduce_groups(backend, a.op, ids, ngroups, values, valid)
             states.append({"value": best, "count": seen.astype(np.int64),
                            "kind": col.kind, "dictionary": col.dictionary})
         elif a.op == "count":
             states.append({"count": count})
         else:
-            distinct, _ = reduce_groups("count_distinct", ids, ngroups, values, valid)
+            distinct, _ = ops.reduce_groups(backend, "count_distinct", ids, ngroups, values,
+                                            valid)
             states.append({"count": distinct})
     return states, key_out, ngroups
 
 
-def _combine(aggs: list[_Agg], states, key_out: list[Column], ngroups: int, comm: Any):
+def _combine(backend: Backend, aggs: list[_Agg], states, key_out: list[Column], ngroups: int,
+             comm: Any):
     """Collective. Ship partial states to the rank owning each group and merge them."""
+    xp = backend.xp
     cols: dict[str, Column] = {f"k{j}": c for j, c in enumerate(key_out)}
     for i, s in enumerate(states):
         for name in ("sum", "count", "value"):
             if name in s:
                 cols[f"s{i}.{name}"] = Column(s[name], "int")
-    cols["\0groups"] = Column(np.zeros(ngroups, np.int8), "int")
+    cols["\0groups"] = Column(xp.zeros(ngroups, np.int8), "int")
     if key_out:
         cols = partition_by_keys(cols, [cols[f"k{j}"] for j in range(len(key_out))], comm)
         n = len(cols["\0groups"])
         keys = [cols[f"k{j}"] for j in range(len(key_out))]
-        combined = combine_ids([c.values for c in keys], [c.valid for c in keys])
-        ids, ngroups, first = group_ids(combined)
+        combined = ops.combine_ids(backend, [c.values for c in keys], [c.valid for c in keys])
+        ids, ngroups, first = ops.group_ids(backend, combined)
         key_out = [c.take(first) for c in keys]
     else:
-        cols = ship(cols, np.zeros(ngroups, np.int64), comm)
+        cols = ship(cols, xp.zeros(ngroups, np.int64), comm)
         n = len(cols["\0groups"])
-        ids = np.zeros(n, np.int64)
+        ids = xp.zeros(n, np.int64)
         ngroups = 1 if comm.Get_rank() == 0 else 0
     merged = []
     for i, (a, s) in enumerate(zip(aggs, states, strict=True)):
         out: dict[str, Any] = {}
         count = cols[f"s{i}.count"].values
-        out["count"], _ = reduce_groups("sum", ids, ngroups, count, None)
+        out["count"], _ = ops.reduce_groups(backend, "sum", ids, ngroups, count, None)
         if "sum" in s:
-            out["sum"], _ = reduce_groups("sum", ids, ngroups, cols[f"s{i}.sum"].values, None)
+            out["sum"], _ = ops.reduce_groups(backend, "sum", ids, ngroups,
+                                              cols[f"s{i}.sum"].values, None)
         if "value" in s:
-            out["value"], seen = reduce_groups(a.op, ids, ngroups, cols[f"s{i}.value"].values,
-                                               count > 0)
+            out["value"], _ = ops.reduce_groups(backend, a.op, ids, ngroups,
+                                                cols[f"s{i}.value"].values, count > 0)
             out.update(kind=s["kind"], dictionary=s["dictionary"])
         merged.append(out)
     return merged, key_out, ngroups
@@ -554,16 +577,17 @@ def _combine(aggs: list[_Agg], states, key_out: list[Column], ngroups: int, comm
 def _final(aggs: list[_Agg], states) -> list[Column]:
     out = []
     for a, s in zip(aggs, states, strict=True):
-        count = np.asarray(s["count"], np.int64)
+        count = s["count"].astype(np.int64, copy=False)
         present = count > 0
-        valid = None if present.all() else present
+        valid = None if bool(present.all()) else present
         if a.op in ("count", "count_distinct"):
             out.append(Column(count, "int"))
         elif a.op == "sum":
             total = s["sum"]
             out.append(Column(total, "float" if total.dtype.kind == "f" else "int", None, valid))
         elif a.op == "avg":
-            avg = np.divide(s["sum"], count, out=np.zeros(len(count)), where=present)
+            xp = array_module(count)
+            avg = xp.where(present, s["sum"] / xp.maximum(count, 1), 0.0)
             out.append(Column(avg, "float", None, valid))
         else:
             out.append(Column(s["value"], s["kind"], s["dictionary"], valid))
@@ -593,9 +617,10 @@ def _finish(plan: QueryPlan, frame: Frame, items: list[exp.Expression], comm: An
     names = [item.alias_or_name for item in items]
     if len(set(names)) != len(names):
         raise UnsupportedSQL(f"duplicate output column names {names}: use AS to rename")
+    xp = frame.xp
     out: dict[str, Column] = {}
     for name, item in zip(names, items, strict=True):
-        out[name] = to_column(evaluate(prep(item.unalias()), frame), frame.nrows)
+        out[name] = to_column(evaluate(prep(item.unalias()), frame), frame.nrows, xp)
     order = select.args.get("order")
     order_keys = []
     for i, o in enumerate(order.expressions if order else []):
@@ -606,7 +631,7 @@ def _finish(plan: QueryPlan, frame: Frame, items: list[exp.Expression], comm: An
             matches = [n for n, it in zip(names, items, strict=True)
                        if _sql(it.unalias()) == _sql(target)]
             col = out[matches[0]] if matches else to_column(
-                evaluate(prep(target), frame), frame.nrows)
+                evaluate(prep(target), frame), frame.nrows, xp)
         out[f"\0order{i}"] = col
         order_keys.append((f"\0order{i}", bool(o.args.get("desc")),
                            bool(o.args.get("nulls_first"))))
@@ -619,6 +644,8 @@ def _finish(plan: QueryPlan, frame: Frame, items: list[exp.Expression], comm: An
 
     n = frame.nrows
     ordered = bool(order_keys) or plan.limit is not None
+    if ordered or gather != "none":  # results, and the few rows ordering keeps, on the host
+        out = ops.columns_on_host(out)
     if ordered:
         out = cut(out, n)  # this rank's top rows
     if comm.Get_size() > 1 and (gather != "none" or ordered):

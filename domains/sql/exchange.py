@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from hpc.backend import array_module, to_host
 from hpc.shuffle import hash_partition, shuffle
 
 from .table import Column
@@ -29,11 +30,12 @@ def _with_masks(columns: dict[str, Column], comm: Any) -> list[str]:
 
 
 def _arrays(columns: dict[str, Column], masked: list[str]) -> dict[str, np.ndarray]:
-    arrays = {n: np.ascontiguousarray(c.values) for n, c in columns.items()}
+    arrays = {n: array_module(c.values).ascontiguousarray(c.values) for n, c in columns.items()}
     for n in masked:
         c = columns[n]
-        valid = np.ones(len(c), bool) if c.valid is None else c.valid
-        arrays["\0valid:" + n] = np.ascontiguousarray(valid)
+        xp = array_module(c.values)
+        valid = xp.ones(len(c), bool) if c.valid is None else c.valid
+        arrays["\0valid:" + n] = xp.ascontiguousarray(valid)
     return arrays
 
 
@@ -56,7 +58,7 @@ def ship(columns: dict[str, Column], dest: np.ndarray, comm: Any) -> dict[str, C
 
 def allgather_columns(columns: dict[str, Column], comm: Any) -> dict[str, Column]:
     """Collective. Every rank gets all rows of every rank (in rank order): a broadcast join's
-    small side."""
+    small side. Device columns travel through host buffers and return to the device."""
     if comm.Get_size() == 1:
         return columns
     masked = _with_masks(columns, comm)
@@ -65,14 +67,15 @@ def allgather_columns(columns: dict[str, Column], comm: Any) -> dict[str, Column
     counts = np.asarray(comm.allgather(n), dtype=np.int64)
     displ = np.concatenate([[0], np.cumsum(counts)[:-1]])
     out = {}
-    for name, a in arrays.items():
+    for name, device in arrays.items():
+        a = to_host(device)
         item = a.dtype.itemsize
         recv = np.empty(int(counts.sum()), dtype=a.dtype)
         comm.Allgatherv(
             [a.view(np.uint8), MPI.BYTE],
             [recv.view(np.uint8), (counts * item, displ * item), MPI.BYTE],
         )
-        out[name] = recv
+        out[name] = array_module(device).asarray(recv)
     return _columns(columns, out)
 
 
@@ -82,14 +85,15 @@ def _as_int64(c: Column) -> np.ndarray:
         v = (v.astype(np.float64) + 0.0).view(np.int64)
     v = v.astype(np.int64, copy=False)
     if c.valid is not None:
-        v = np.where(c.valid, v, np.int64(-0x7FFF_FFFF_FFFF_FFF1))
+        v = array_module(v).where(c.valid, v, np.int64(-0x7FFF_FFFF_FFFF_FFF1))
     return v
 
 
 def key_hash(keys: list[Column]) -> np.ndarray:
     """One uint64 per row from several key columns, equal wherever the keys are equal (values
     compared as SQL GROUP BY does: nulls equal each other)."""
-    h = np.zeros(len(keys[0]) if keys else 0, dtype=np.uint64)
+    xp = array_module(keys[0].values) if keys else np
+    h = xp.zeros(len(keys[0]) if keys else 0, dtype=np.uint64)
     for c in keys:
         v = _as_int64(c).view(np.uint64)
         h = (h * np.uint64(0x100000001B3)) ^ (v * np.uint64(0x9E3779B97F4A7C15))

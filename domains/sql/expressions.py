@@ -19,7 +19,9 @@ import numpy as np
 from sqlglot import exp
 from sqlglot.generator import Generator
 
-from . import strings
+from hpc.backend import array_module, is_device_array
+
+from . import dates, strings
 from .errors import SQLError, UnsupportedSQL, describe, position
 from .table import Column
 
@@ -34,6 +36,13 @@ class Frame:
 
     columns: dict[str, Column]
     nrows: int
+
+    @property
+    def xp(self) -> Any:
+        """The array module of the columns: NumPy, or CuPy on the GPU backend."""
+        for c in self.columns.values():
+            return array_module(c.values)
+        return np
 
 
 @dataclass
@@ -81,14 +90,15 @@ def _in_set(node: InSet, frame: Frame) -> Value:
     v = evaluate(node.this, frame)
     values = node.meta["values"]
     if v.kind == "string":
-        table = strings.isin(v.dictionary, values)
-        hit = table[v.values] if len(table) else np.zeros(np.shape(v.values), bool)
+        hit = _lookup(strings.isin(v.dictionary, values), v.values)
     elif values.dtype.kind in "US":
         raise SQLError(f"type mismatch: {v.kind} IN a subquery of strings: {node.this.sql()}")
-    elif values.dtype.kind in "iub" and np.asarray(v.values).dtype.kind in "iub" and not v.scalar:
+    elif is_device_array(v.values):
+        hit = array_module(v.values).isin(v.values, array_module(v.values).asarray(values))
+    elif values.dtype.kind in "iub" and v.values.dtype.kind in "iub" and not v.scalar:
         from .join import hash_join  # a semi join: hashing beats np.isin's sort on big sets
 
-        rows, _ = hash_join(np.asarray(v.values), values.astype(np.int64), "semi")
+        rows, _ = hash_join(v.values, values.astype(np.int64), "semi")
         hit = np.zeros(len(v.values), bool)
         hit[rows] = True
     else:
@@ -103,25 +113,26 @@ def column_key(node: exp.Column) -> str:
     return f"{node.table}.{node.name}" if node.table else node.name
 
 
-def to_column(v: Value, nrows: int) -> Column:
-    """A full-length column from a value (scalars broadcast; text constants get a dictionary)."""
+def to_column(v: Value, nrows: int, xp: Any = np) -> Column:
+    """A full-length column from a value (scalars broadcast on ``xp``'s device; text
+    constants get a dictionary)."""
     if v.kind == "text":
-        return Column(np.zeros(nrows, np.int32), "string", np.asarray([v.text], dtype=object))
-    values = np.broadcast_to(v.values, (nrows,)).copy() if v.scalar else v.values
+        return Column(xp.zeros(nrows, np.int32), "string", np.asarray([v.text], dtype=object))
+    values = xp.full(nrows, v.values, dtype=v.values.dtype) if v.scalar else v.values
     valid = v.valid
     if valid is not None and np.ndim(valid) == 0:
-        valid = None if bool(valid) else np.zeros(nrows, bool)
+        valid = None if bool(valid) else xp.zeros(nrows, bool)
     return Column(values, v.kind, v.dictionary, valid)
 
 
-def predicate_mask(v: Value, nrows: int) -> np.ndarray:
-    """Rows where a boolean value is true (null counts as false)."""
+def predicate_mask(v: Value, nrows: int, xp: Any = np) -> Any:
+    """Rows where a boolean value is true (null counts as false), as a full-length mask."""
     if v.kind != "bool":
         raise SQLError(f"a filter must be boolean, got a {v.kind} expression")
-    mask = np.broadcast_to(np.asarray(v.values, bool), (nrows,))
-    if v.valid is not None:
-        mask = mask & np.broadcast_to(v.valid, (nrows,))
-    return np.asarray(mask)
+    mask = v.values if v.valid is None else v.values & v.valid
+    if np.ndim(mask) == 0:
+        return xp.full(nrows, bool(mask), dtype=bool)
+    return mask
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,7 +151,7 @@ def evaluate(node: exp.Expression, frame: Frame) -> Value:
         raise UnsupportedSQL(f"unsupported expression {describe(node)}")
     out = handler(node, frame)
     if node.args.get("negate"):  # sqlglot's NOT LIKE: Like(negate=True)
-        out = Value(~np.asarray(out.values, bool), "bool", valid=out.valid)
+        out = Value(~out.values, "bool", valid=out.valid)
     return out
 
 
@@ -154,19 +165,19 @@ def _column(node: exp.Column, frame: Frame) -> Value:
 
 def _literal(node: exp.Literal, frame: Frame) -> Value:
     if node.is_string:
-        return Value(np.asarray(0), "text", text=node.this)
+        return Value(np.int64(0), "text", text=node.this)
     text = node.this
     if re.fullmatch(r"[+-]?\d+", text):
-        return Value(np.asarray(int(text), np.int64), "int")
-    return Value(np.asarray(float(text)), "float")
+        return Value(np.int64(int(text)), "int")
+    return Value(np.float64(float(text)), "float")
 
 
 def _null(node: exp.Null, frame: Frame) -> Value:
-    return Value(np.asarray(0), "int", valid=np.asarray(False))
+    return Value(np.int64(0), "int", valid=np.bool_(False))
 
 
 def _boolean(node: exp.Boolean, frame: Frame) -> Value:
-    return Value(np.asarray(bool(node.this)), "bool")
+    return Value(np.bool_(bool(node.this)), "bool")
 
 
 def _days(text: str, node: exp.Expression) -> int:
@@ -181,14 +192,14 @@ def _cast(node: exp.Cast, frame: Frame) -> Value:
     inner = evaluate(node.this, frame)
     if to == exp.DataType.Type.DATE:
         if inner.kind == "text":
-            return Value(np.asarray(_days(inner.text or "", node), np.int32), "date")
+            return Value(np.int32(_days(inner.text or "", node)), "date")
         if inner.kind == "date":
             return inner
     if to in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL):
         if inner.kind in ("int", "float", "bool"):
-            return Value(np.asarray(inner.values, np.float64), "float", valid=inner.valid)
+            return Value(_astype(inner.values, np.float64), "float", valid=inner.valid)
     if to in (exp.DataType.Type.INT, exp.DataType.Type.BIGINT) and inner.kind in ("int", "bool"):
-        return Value(np.asarray(inner.values, np.int64), "int", valid=inner.valid)
+        return Value(_astype(inner.values, np.int64), "int", valid=inner.valid)
     raise UnsupportedSQL(f"unsupported cast {describe(node)}")
 
 
@@ -198,6 +209,21 @@ def _paren(node: exp.Paren, frame: Frame) -> Value:
 
 def _alias(node: exp.Alias, frame: Frame) -> Value:
     return evaluate(node.this, frame)
+
+
+def _astype(x: Any, dtype: Any) -> Any:
+    """``x`` as ``dtype``: arrays (host or device) converted, host scalars kept scalars."""
+    if is_device_array(x) or np.ndim(x):
+        return x.astype(dtype, copy=False)
+    return np.dtype(dtype).type(x)
+
+
+def _lookup(table: np.ndarray, codes: Any) -> Any:
+    """A per-dictionary-entry host table read through string codes (on the codes' device)."""
+    xp = array_module(codes)
+    if not len(table):
+        return xp.zeros(np.shape(codes), table.dtype)
+    return (table if xp is np else xp.asarray(table))[codes]
 
 
 def _and_valid(*values: Value) -> np.ndarray | None:
@@ -222,18 +248,11 @@ def _interval(node: exp.Interval) -> tuple[int, str]:
     return int(str(amount).strip()), unit
 
 
-def _shift_dates(days: np.ndarray, n: int, unit: str) -> np.ndarray:
+def _shift_dates(days: Any, n: int, unit: str) -> Any:
     """Dates moved by ``n`` days, months or years (a month end clips, as SQL's does)."""
-    d = np.asarray(days, dtype="int64").astype("datetime64[D]")
     if unit == "D":
-        return (d + np.timedelta64(n, "D")).astype(np.int64).astype(np.int32)
-    months = n if unit == "M" else 12 * n
-    month = d.astype("datetime64[M]")
-    offset = (d - month.astype("datetime64[D]")).astype(np.int64)
-    target = month + np.timedelta64(months, "M")
-    length = ((target + 1).astype("datetime64[D]") - target.astype("datetime64[D]")).astype(int)
-    out = target.astype("datetime64[D]") + np.minimum(offset, length - 1)
-    return out.astype(np.int64).astype(np.int32)
+        return _astype(days + np.int32(n), np.int32)
+    return _astype(dates.shift_months(days, n if unit == "M" else 12 * n), np.int32)
 
 
 def _numeric(v: Value, node: exp.Expression) -> None:
@@ -268,22 +287,22 @@ def _arith(node: exp.Binary, frame: Frame) -> Value:
             "." not in lit.this and "e" not in lit.this.lower()
             for lit in node.find_all(exp.Literal)
         ):
-            return Value(np.asarray(int(constant), np.int64), "int")
-        return Value(np.asarray(float(constant)), "float")
+            return Value(np.int64(int(constant)), "int")
+        return Value(np.float64(float(constant)), "float")
     if isinstance(node.expression, exp.Interval):
         left = evaluate(node.this, frame)
         if left.kind != "date":
             raise SQLError(f"type mismatch: INTERVAL added to a {left.kind} in {describe(node)}")
         n, unit = _interval(node.expression)
         shifted = _shift_dates(left.values, n if isinstance(node, exp.Add) else -n, unit)
-        return Value(shifted.reshape(np.shape(left.values)), "date", valid=left.valid)
+        return Value(shifted, "date", valid=left.valid)
     a, b = evaluate(node.this, frame), evaluate(node.expression, frame)
     valid = _and_valid(a, b)
     if isinstance(node, exp.Sub) and a.kind == b.kind == "date":
-        return Value(np.asarray(a.values, np.int64) - b.values, "int", valid=valid)
+        return Value(_astype(a.values, np.int64) - b.values, "int", valid=valid)
     if a.kind == "date" and b.kind == "int" and isinstance(node, exp.Add | exp.Sub):
         sign = 1 if isinstance(node, exp.Add) else -1
-        return Value((a.values + sign * b.values).astype(np.int32), "date", valid=valid)
+        return Value(_astype(a.values + sign * b.values, np.int32), "date", valid=valid)
     _numeric(a, node)
     _numeric(b, node)
     x, y = a.values, b.values
@@ -294,13 +313,16 @@ def _arith(node: exp.Binary, frame: Frame) -> Value:
     elif isinstance(node, exp.Mul):
         out = x * y
     else:  # division is real division, a zero divisor gives null
-        y = np.asarray(y, np.float64)
+        y = _astype(y, np.float64)
         zero = y == 0
-        out = np.asarray(x, np.float64) / np.where(zero, 1.0, y)
-        if np.any(zero):
+        if np.ndim(y) == 0:
+            out = _astype(x, np.float64) / (np.float64(1.0) if zero else y)
+        else:
+            out = _astype(x, np.float64) / array_module(y).where(zero, 1.0, y)
+        if bool(zero.any()):
             valid = ~zero if valid is None else valid & ~zero
-    kind = "float" if np.asarray(out).dtype.kind == "f" else "int"
-    return Value(np.asarray(out), kind, valid=valid)
+    kind = "float" if out.dtype.kind == "f" else "int"
+    return Value(out, kind, valid=valid)
 
 
 def _neg(node: exp.Neg, frame: Frame) -> Value:
@@ -342,7 +364,7 @@ def _merged_codes(a: Value, b: Value) -> tuple[np.ndarray, np.ndarray]:
     merged = strings.merge([a.dictionary, b.dictionary])
     ra = strings.remap(a.dictionary, merged)
     rb = strings.remap(b.dictionary, merged)
-    return ra[a.values], rb[b.values]
+    return _lookup(ra, a.values), _lookup(rb, b.values)
 
 
 def _compare(node: exp.Binary, frame: Frame) -> Value:
@@ -356,12 +378,12 @@ def _compare(node: exp.Binary, frame: Frame) -> Value:
         code, op = _text_bound(a.dictionary, b.text or "", op)
         return Value(_CMP[op](a.values, code), "bool", valid=valid)
     if a.kind == "text" and b.kind == "text":
-        return Value(np.asarray(_CMP[op](np.asarray(a.text), np.asarray(b.text))), "bool")
+        return Value(np.bool_(_CMP[op](np.str_(a.text), np.str_(b.text))), "bool")
     if a.kind == "string" and b.kind == "string":
         x, y = _merged_codes(a, b)
         return Value(_CMP[op](x, y), "bool", valid=valid)
     if a.kind == "date" and b.kind == "text":
-        b = Value(np.asarray(_days(b.text or "", node), np.int32), "date")
+        b = Value(np.int32(_days(b.text or "", node)), "date")
     comparable = {a.kind, b.kind} <= {"int", "float", "bool"} or a.kind == b.kind
     if not comparable:
         raise SQLError(f"type mismatch: {a.kind} compared with {b.kind} in {describe(node)}")
@@ -383,20 +405,21 @@ def _in(node: exp.In, frame: Frame) -> Value:
         if any(i.kind != "text" for i in items):
             raise SQLError(f"type mismatch: IN list of a string column in {describe(node)}")
         table = strings.isin(v.dictionary, [i.text for i in items])
-        return Value(table[v.values], "bool", valid=v.valid)
+        return Value(_lookup(table, v.values), "bool", valid=v.valid)
     if any(i.kind == "text" for i in items):
         if v.kind != "date":
             raise SQLError(f"type mismatch: {v.kind} IN a list of strings in {describe(node)}")
-        items = [Value(np.asarray(_days(i.text or "", node)), "date") for i in items]
-    return Value(np.isin(v.values, [i.values for i in items]), "bool", valid=v.valid)
+        items = [Value(np.int32(_days(i.text or "", node)), "date") for i in items]
+    listed = np.asarray([i.values for i in items])
+    xp = array_module(v.values)
+    return Value(xp.isin(v.values, xp.asarray(listed)), "bool", valid=v.valid)
 
 
 def _like(node: exp.Like, frame: Frame) -> Value:
     v, p = evaluate(node.this, frame), evaluate(node.expression, frame)
     if v.kind != "string" or p.kind != "text":
         raise UnsupportedSQL(f"LIKE needs a string column and a constant pattern: {describe(node)}")
-    table = strings.like(v.dictionary, p.text or "")
-    return Value(table[v.values] if len(table) else np.zeros(len(v.values), bool), "bool",
+    return Value(_lookup(strings.like(v.dictionary, p.text or ""), v.values), "bool",
                  valid=v.valid)
 
 
@@ -422,27 +445,30 @@ def _logic(node: exp.Connector, frame: Frame) -> Value:
         return Value(a.values | b.values, "bool")
     known = ta | tb | ((a.valid if a.valid is not None else True) &
                        (b.valid if b.valid is not None else True))
-    return Value(ta | tb, "bool", valid=np.asarray(known))
+    return Value(ta | tb, "bool", valid=known)
 
 
 def _not(node: exp.Not, frame: Frame) -> Value:
     v = _bool(evaluate(node.this, frame), node)
-    return Value(~np.asarray(v.values), "bool", valid=v.valid)
+    return Value(~v.values, "bool", valid=v.valid)
 
 
 def _is(node: exp.Is, frame: Frame) -> Value:
     if not isinstance(node.expression, exp.Null):
         raise UnsupportedSQL(f"unsupported IS {describe(node)}")
     v = evaluate(node.this, frame)
-    isnull = np.zeros(np.shape(v.values), bool) if v.valid is None else ~np.asarray(v.valid)
-    return Value(isnull, "bool")
+    if v.valid is None:
+        return Value(np.bool_(False), "bool")
+    return Value(~v.valid, "bool")
 
 
 def _case(node: exp.Case, frame: Frame) -> Value:
     if node.this is not None:
         raise UnsupportedSQL(f"CASE <operand> WHEN is not supported (use CASE WHEN): "
                              f"{describe(node)}")
-    conditions = [predicate_mask(evaluate(i.this, frame), frame.nrows) for i in node.args["ifs"]]
+    xp = frame.xp
+    conditions = [predicate_mask(evaluate(i.this, frame), frame.nrows, xp)
+                  for i in node.args["ifs"]]
     results = [evaluate(i.args["true"], frame) for i in node.args["ifs"]]
     default = node.args.get("default")
     results.append(evaluate(default, frame) if default is not None else _null(exp.Null(), frame))
@@ -452,12 +478,15 @@ def _case(node: exp.Case, frame: Frame) -> Value:
     if kinds - {"int", "float", "bool", "date"}:
         raise UnsupportedSQL(f"CASE with string results is not supported: {describe(node)}")
     n = frame.nrows
-    values = np.select(conditions, [np.broadcast_to(r.values, (n,)) for r in results[:-1]],
-                       np.broadcast_to(results[-1].values, (n,)))
-    valids = [np.broadcast_to(True if r.valid is None else r.valid, (n,)) for r in results]
-    valid = np.select(conditions, valids[:-1], valids[-1])
+    # the first true condition wins: fold the branches from the last to the first
+    last = to_column(results[-1], n, xp)
+    values = last.values
+    valid = xp.ones(n, bool) if last.valid is None else last.valid
+    for cond, r in zip(conditions[::-1], results[-2::-1], strict=True):
+        values = xp.where(cond, r.values, values)
+        valid = xp.where(cond, True if r.valid is None else r.valid, valid)
     kind = "float" if values.dtype.kind == "f" else (kinds.pop() if len(kinds) == 1 else "int")
-    return Value(values, kind, valid=None if valid.all() else valid)
+    return Value(values, kind, valid=None if bool(valid.all()) else valid)
 
 
 def _extract(node: exp.Extract, frame: Frame) -> Value:
@@ -465,27 +494,21 @@ def _extract(node: exp.Extract, frame: Frame) -> Value:
     v = evaluate(node.expression, frame)
     if v.kind != "date" or part not in ("YEAR", "MONTH", "DAY"):
         raise UnsupportedSQL(f"EXTRACT supports YEAR, MONTH, DAY of a date: {describe(node)}")
-    d = np.asarray(v.values, np.int64).astype("datetime64[D]")
-    year = d.astype("datetime64[Y]")
-    if part == "YEAR":
-        out = year.astype(np.int64) + 1970
-    elif part == "MONTH":
-        out = d.astype("datetime64[M]").astype(np.int64) % 12 + 1
-    else:
-        out = (d - d.astype("datetime64[M]").astype("datetime64[D]")).astype(np.int64) + 1
-    return Value(np.asarray(out, np.int64), "int", valid=v.valid)
+    year, month, day = dates.civil_from_days(v.values)
+    out = {"YEAR": year, "MONTH": month, "DAY": day}[part]
+    return Value(_astype(out, np.int64), "int", valid=v.valid)
 
 
 def _substring(node: exp.Substring, frame: Frame) -> Value:
     v = evaluate(node.this, frame)
     start, length = node.args.get("start"), node.args.get("length")
-    s = evaluate(start, frame) if start is not None else Value(np.asarray(1), "int")
+    s = evaluate(start, frame) if start is not None else Value(np.int64(1), "int")
     n = evaluate(length, frame) if length is not None else None
     if v.kind != "string" or not s.scalar or (n is not None and not n.scalar):
         raise UnsupportedSQL(f"SUBSTRING of a string column by constants: {describe(node)}")
     dictionary, codes = strings.substring(v.dictionary, int(s.values),
                                           None if n is None else int(n.values))
-    return Value(codes[v.values], "string", dictionary, v.valid)
+    return Value(_lookup(codes, v.values), "string", dictionary, v.valid)
 
 
 _HANDLERS: dict[type, Any] = {
