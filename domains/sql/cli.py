@@ -33,11 +33,13 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--query", type=int, action="append", help="query number (repeatable)")
     t.add_argument("--data", required=True, help="directory of Parquet tables, or an HDF5 file")
     t.add_argument("--explain", action="store_true", help="print the plan as it ran")
+    t.add_argument("--backend", default=None, help="auto, cpu or gpu (default HPC_BACKEND)")
     t.set_defaults(func=_tpch)
     q = cmds.add_parser("query", help="run one SQL query (EXPLAIN ... prints the plan)")
     q.add_argument("sql", help="the query text")
     q.add_argument("--data", required=True, help="directory of Parquet tables, or an HDF5 file")
     q.add_argument("--max-rows", type=int, default=50, help="rows to print (50)")
+    q.add_argument("--backend", default=None, help="auto, cpu or gpu (default HPC_BACKEND)")
     q.set_defaults(func=_query)
     c = cmds.add_parser("convert", help="Parquet directory -> one HDF5 file of hpc.io tables")
     c.add_argument("source", help="directory of Parquet tables")
@@ -70,12 +72,15 @@ def _tpch_gen(args: argparse.Namespace) -> int:
 
 
 def _tpch(args: argparse.Namespace) -> int:
+    from hpc.backend import BackendUnavailableError
+
     from .catalog import Catalog
-    from .engine import explain, query
+    from .engine import QueryOptions, explain, query
     from .errors import SQLError
     from .tpch import QUERIES, SUPPORTED
 
     comm = world()
+    options = QueryOptions(backend=args.backend)
     try:
         catalog = Catalog.open(args.data)
         for q in args.query or list(SUPPORTED):
@@ -83,30 +88,32 @@ def _tpch(args: argparse.Namespace) -> int:
                 raise SQLError(f"TPC-H has queries 1..22, not {q}")
             t0 = time.perf_counter()
             if args.explain:
-                text = explain(QUERIES[q], catalog, comm)
+                text = explain(QUERIES[q], catalog, comm, options)
                 if comm.Get_rank() == 0:
                     print(f"-- Q{q} plan\n{text}")
                 continue
-            result = query(QUERIES[q], catalog, comm)
+            result = query(QUERIES[q], catalog, comm, options)
             seconds = time.perf_counter() - t0
             if comm.Get_rank() == 0:
                 print(f"-- Q{q}: {result.num_rows} rows in {seconds:.3f} s on "
                       f"{comm.Get_size()} rank(s)")
                 _print(result, 100)
-    except (SQLError, OSError) as exc:
+    except (SQLError, OSError, BackendUnavailableError) as exc:
         return _fail(exc)
     return 0
 
 
 def _query(args: argparse.Namespace) -> int:
+    from hpc.backend import BackendUnavailableError
+
     from .catalog import Catalog
-    from .engine import query
+    from .engine import QueryOptions, query
     from .errors import SQLError
 
     comm = world()
     try:
-        result = query(args.sql, Catalog.open(args.data), comm)
-    except (SQLError, OSError) as exc:
+        result = query(args.sql, Catalog.open(args.data), comm, QueryOptions(backend=args.backend))
+    except (SQLError, OSError, BackendUnavailableError) as exc:
         return _fail(exc)
     if comm.Get_rank() == 0:
         if "plan" in result.columns and len(result.columns) == 1:
