@@ -52,3 +52,55 @@ def test_gpu_engine_under_the_cuda_simulator(tmp_path):
     proc = run_cudasim("check_sql_gpu_engine.py", "sim", str(data), "3", "4", "6", "12", "14",
                        "19", timeout=580)
     assert "ok: the GPU SQL engine (sim) equals DuckDB" in proc.stdout
+
+
+@pytest.mark.gpu
+def test_cudf_round_trip_and_query():
+    """cuDF frames in and out (numbers, nulls, strings, dates), and a query over one."""
+    cudf = pytest.importorskip("cudf")
+    import pandas as pd
+    from hpc.domains.sql import Catalog, QueryOptions, query
+    from hpc.domains.sql.cudf_interop import from_cudf, to_cudf
+
+    rng = np.random.default_rng()
+    n = 10_000
+    frame = pd.DataFrame({
+        "k": rng.integers(0, 50, n),
+        "x": np.where(rng.random(n) < 0.1, np.nan, rng.standard_normal(n)),
+        "s": rng.choice(["delta", "alpha", "charlie", "bravo"], n),
+        "d": pd.to_datetime("1995-01-01") + pd.to_timedelta(rng.integers(0, 900, n), "D"),
+    })
+    table = from_cudf(cudf.DataFrame.from_pandas(frame))
+    back = to_cudf(table).to_pandas()
+    assert np.array_equal(back["k"].to_numpy(), frame["k"].to_numpy())
+    assert np.allclose(back["x"].to_numpy(float), frame["x"].to_numpy(), equal_nan=True)
+    assert back["s"].astype(str).tolist() == frame["s"].tolist()
+    assert (back["d"].dt.normalize() == frame["d"]).all()
+    catalog = Catalog()
+    catalog.register("t", table)
+    ours = query("select s, count(*) as n, sum(x) as sx from t where d >= date '1996-01-01' "
+                 "group by s order by s", catalog, options=QueryOptions(backend="gpu"))
+    ref = (frame[frame["d"] >= "1996-01-01"].groupby("s")
+           .agg(n=("k", "size"), sx=("x", "sum")).reset_index())
+    got = ours.to_pandas()
+    assert got["s"].tolist() == ref["s"].tolist()
+    assert got["n"].tolist() == ref["n"].tolist()
+    assert np.allclose(got["sx"], ref["sx"], rtol=1e-9)
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(600)
+def test_gpu_engine_equals_duckdb_on_every_supported_query(tmp_path):
+    """On a real GPU: every supported TPC-H query at SF 0.01 and the random-table queries."""
+    import subprocess
+    import sys
+
+    from hpc.domains.sql.tpch import SUPPORTED, generate
+
+    from tests.conftest import MPI_DIR
+
+    data = generate(0.01, tmp_path / "tpch")
+    proc = subprocess.run([sys.executable, str(MPI_DIR / "check_sql_gpu_engine.py"), "gpu",
+                           str(data), *map(str, SUPPORTED)], capture_output=True, text=True,
+                          timeout=580)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
