@@ -120,6 +120,24 @@ class Catalog:
         self._kinds[name] = {n: c.kind for n, c in table.columns.items()}
         self._rows[name] = int(comm.allreduce(table.num_rows))
 
+    def in_memory(self, backend: Any = None, comm: Any = None) -> Catalog:
+        """Collective. A catalog of the same tables read once and held in memory: each rank
+        its rows, on ``backend``'s device (default ``HPC_BACKEND``; GPU memory on the GPU
+        backend), so queries skip the Parquet or HDF5 decoding."""
+        from hpc.backend import get_backend
+
+        from .ops import table_on
+
+        comm = resolve_comm(comm)
+        backend = get_backend(backend)
+        out = Catalog()
+        for name in self.tables:
+            table = self.load(name, self.columns(name), comm)  # dictionaries already merged
+            out._memory[name] = table_on(backend, table)
+            out._kinds[name] = dict(self._kinds[name])
+            out._rows[name] = self._rows[name]
+        return out
+
     # -- reading ----------------------------------------------------------------------------
     @property
     def tables(self) -> list[str]:
