@@ -197,3 +197,153 @@ def test_radix_join_gives_the_same_pairs(how, monkeypatch):
     a, b = np.lexsort(plain[::-1]), np.lexsort(radix[::-1])
     assert len(plain[0]) > len(probe) // 2
     assert np.array_equal(plain[0][a], radix[0][b]) and np.array_equal(plain[1][a], radix[1][b])
+
+
+@pytest.mark.cudasim
+@pytest.mark.timeout(300)
+def test_gpu_sql_kernels_under_the_cuda_simulator():
+    from tests.conftest import run_cudasim
+
+    proc = run_cudasim("check_sql_cudasim.py")
+    assert "GPU SQL kernels equal the CPU kernels" in proc.stdout
+
+
+def _gpu_sorted_pairs(left, right):
+    order = np.lexsort((right, left))
+    return left[order], right[order]
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(600)
+def test_gpu_sql_kernels_equal_the_cpu_on_a_million_rows():
+    cp = pytest.importorskip("cupy")
+    from hpc.domains.sql import aggregate, gpu_ops
+    from hpc.domains.sql.join import HOW
+
+    rng = np.random.default_rng()
+    n, m = 1_000_000, 200_000
+    probe = rng.integers(0, 400_000, n)  # duplicates on the build side, misses on both
+    build = rng.integers(0, 400_000, m)
+    pv, bv = rng.random(n) > 0.05, rng.random(m) > 0.05
+    dev = [cp.asarray(a) for a in (probe, build, pv, bv)]
+    for how in HOW:
+        want = _gpu_sorted_pairs(*hash_join(probe, build, how, pv, bv))
+        pairs = gpu_ops.hash_join(cp, *dev[:2], how, *dev[2:])
+        got = _gpu_sorted_pairs(*(cp.asnumpy(a) for a in pairs))
+        assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1]), how
+
+    cols = [rng.integers(0, 2000, n), rng.integers(-20, 20, n).astype(np.int32)]
+    valids = [None, rng.random(n) > 0.1]
+    keys = aggregate.combine_ids(cols, valids)
+    gkeys = gpu_ops.combine_ids(cp, [cp.asarray(c) for c in cols], [None, cp.asarray(valids[1])])
+    assert np.array_equal(cp.asnumpy(gkeys), keys)
+    ids, ngroups, first = aggregate.group_ids(keys)
+    gids, gngroups, gfirst = gpu_ops.group_ids(cp, gkeys)
+    assert gngroups == ngroups
+    assert np.array_equal(cp.asnumpy(gids), ids) and np.array_equal(cp.asnumpy(gfirst), first)
+
+    valid = rng.random(n) > 0.2
+    for values in (
+        rng.integers(-(1 << 40), 1 << 40, n),
+        rng.integers(0, 3000, n).astype(np.int32),
+        rng.standard_normal(n),
+    ):
+        dvalues = cp.asarray(values)
+        for ok in (None, valid):
+            dok = None if ok is None else cp.asarray(ok)
+            for op in aggregate.AGGREGATES:
+                want = aggregate.reduce_groups(op, ids, ngroups + 3, values, ok)
+                got = gpu_ops.reduce_groups(cp, op, gids, ngroups + 3, dvalues, dok)
+                what = (op, values.dtype, ok is None)
+                assert got[0].dtype == want[0].dtype, what
+                if want[1] is None:
+                    assert got[1] is None, what
+                else:
+                    assert np.array_equal(cp.asnumpy(got[1]), want[1]), what
+                if want[0].dtype == np.float64 and op in ("sum", "avg"):  # atomic add order
+                    np.testing.assert_allclose(cp.asnumpy(got[0]), want[0], rtol=1e-9, atol=1e-9)
+                else:
+                    assert np.array_equal(cp.asnumpy(got[0]), want[0]), what
+
+
+def _random_words(rng, n):
+    """Strings that share long prefixes, repeat, end in NULs, or leave ASCII."""
+    alphabet = ["a", "b", "\0", "é", "z" * 9, "Customer#0000"]
+    return ["".join(rng.choice(alphabet, rng.integers(0, 12))) for _ in range(n)]
+
+
+def test_scan_kernels_equal_numpy_on_random_inputs():
+    from hpc.domains.sql import scan_kernels
+
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    for dtype in (np.int64, np.int32, np.int8, np.float64, np.float32, bool):
+        values = rng.integers(-100, 100, 70_000).astype(dtype)
+        index = rng.integers(0, len(values), 100_000)
+        assert np.array_equal(scan_kernels.gather(values, index), values.take(index)), seed
+
+    unscaled = rng.integers(-(10**15), 10**15, 1000)
+    words = np.stack([unscaled, unscaled >> 63], axis=1).ravel()
+    out = np.empty(len(unscaled))
+    assert scan_kernels.decimal_to_float(words, 100.0, out) == 0
+    assert np.array_equal(out, unscaled / 100.0), seed
+    words[7] += 1  # a value past 64 bits is reported
+    assert scan_kernels.decimal_to_float(words, 100.0, out) == 1
+
+    for n in (0, 1, 2, 40, 3000):
+        words = _random_words(rng, n)
+        arr = pa.array(words, pa.string())
+        from hpc.domains.sql import strings
+
+        want = sorted(words, key=lambda w: w.encode())
+        assert [words[i] for i in strings.sort_order(arr)] == want, seed
+        unique, code = strings.sort_unique(arr.slice(1) if n else arr)
+        rest = words[1:] if n else words
+        assert unique.to_pylist() == sorted(set(rest), key=lambda w: w.encode()), seed
+        assert [unique[int(c)].as_py() for c in code] == rest, seed
+
+
+def test_dictionary_chunks_decimals_and_filters_read_as_the_values():
+    """Row groups with their own (overlapping, null-holding) dictionaries, decimals with and
+    without nulls or values past 64 bits, and a parallel gather: all equal Arrow's values."""
+    from decimal import Decimal
+
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    chunks, text = [], []
+    for _ in range(4):
+        words = _random_words(rng, int(rng.integers(0, 200)))
+        words = [None if rng.random() < 0.1 else w for w in words]
+        text += words
+        chunks.append(pa.array(words, pa.string()).dictionary_encode())
+    shared = chunks[-1]
+    chunks.append(shared)  # a dictionary shared by two chunks
+    text += shared.to_pylist()
+    column = Table.from_arrow(pa.table({"s": pa.chunked_array(chunks)}))["s"]
+    assert list(column.dictionary) == sorted(set(column.dictionary), key=lambda w: w.encode())
+    got = [None if column.valid is not None and not column.valid[i] else column.dictionary[c]
+           for i, c in enumerate(column.values)]
+    assert got == text, seed
+    plain = Table.from_arrow(pa.table({"s": pa.array(text, pa.string())}))["s"]
+    assert np.array_equal(plain.dictionary, column.dictionary)
+    assert np.array_equal(plain.values, column.values)
+
+    for big in (False, True):
+        unscaled = rng.integers(-(10**12), 10**12, 90_000)
+        decimals = [Decimal(int(u)).scaleb(-2) for u in unscaled]
+        decimals[3] = None
+        if big:
+            decimals[5] = Decimal(10**30)
+        arr = pa.chunked_array([pa.array(decimals[:50_000], pa.decimal128(38, 2)),
+                                pa.array(decimals[50_000:], pa.decimal128(38, 2))])
+        col = Table.from_arrow(pa.table({"d": arr}))["d"]
+        want = unscaled / 100.0
+        if big:  # that chunk takes Arrow's cast
+            want[:50_000] = arr.chunk(0).cast(pa.float64()).fill_null(0.0).to_numpy()
+        want[3] = 0.0
+        assert col.valid is not None and not col.valid[3]
+        assert np.array_equal(col.values, want), seed
+        index = np.flatnonzero(rng.random(len(col)) < 0.9)
+        kept = col.gather(index)
+        assert np.array_equal(kept.values, col.values[index])
+        assert np.array_equal(kept.valid, col.valid[index])
