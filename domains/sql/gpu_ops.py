@@ -169,41 +169,11 @@ def group_ids(xp: Any, keys: Any) -> tuple[Any, int, Any]:
 
 
 def combine_ids(xp: Any, columns: list[Any], valids: list[Any | None]) -> Any:
-    """Local. One int64 key per row for several key columns, on the GPU.
+    """Local. One int64 key per row for several key columns, on the GPU: the CPU
+    :func:`~hpc.domains.sql.aggregate.combine_ids` with this module's :func:`group_ids`."""
+    from .aggregate import combine_ids as combine
 
-    Parameters
-    ----------
-    xp : module
-        The array module of the columns.
-    columns : list of 1-D arrays
-        The key columns.
-    valids : list of bool arrays or None
-        Their validity masks; a null is its own value, as SQL's GROUP BY treats it.
-
-    Returns
-    -------
-    int64 array
-        The combined key, equal to the CPU :func:`~hpc.domains.sql.aggregate.combine_ids`:
-        each column factorised, combined pairwise by ``id_a * n_b + id_b`` and refactorised.
-
-    Raises
-    ------
-    ValueError
-        If there are no key columns.
-    """
-    combined = None
-    for col, valid in zip(columns, valids, strict=True):
-        ids, n, _ = group_ids(xp, col)
-        if valid is not None:  # nulls: one extra id
-            ids = xp.where(xp.asarray(valid, dtype=xp.bool_), ids, n)
-            n += 1
-        if combined is None:
-            combined = ids
-        else:
-            combined, _, _ = group_ids(xp, combined * n + ids)
-    if combined is None:
-        raise ValueError("no key columns")
-    return combined
+    return combine(columns, valids, lambda keys: group_ids(xp, keys))
 
 
 def _counts(xp: Any, ids: Any, ngroups: int, valid: Any | None) -> Any:
