@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hpc.domains.sql.dates import civil_from_days, days_from_civil, shift_months
 
-from tests.conftest import run_cudasim
+from tests.conftest import MPI_DIR, run_cudasim, run_mpi
 
 
 def _numpy_shift(days: np.ndarray, months: int) -> np.ndarray:
@@ -54,6 +54,20 @@ def test_gpu_engine_under_the_cuda_simulator(tmp_path):
     assert "ok: the GPU SQL engine (sim) equals DuckDB" in proc.stdout
 
 
+@pytest.mark.cudasim
+@pytest.mark.mpi
+@pytest.mark.timeout(400)
+def test_gpu_engine_on_three_ranks_under_the_cuda_simulator(tmp_path):
+    """The GPU path with shuffle joins and distributed group-bys on 3 ranks."""
+    pytest.importorskip("duckdb")
+    from hpc.domains.sql.tpch import generate
+
+    data = generate(0.001, tmp_path / "tpch")
+    proc = run_mpi(3, [str(MPI_DIR / "check_sql_gpu_engine.py"), "sim", str(data), "3", "12"],
+                   timeout=380, env={"NUMBA_ENABLE_CUDASIM": "1"})
+    assert "equals DuckDB on 3 rank(s)" in proc.stdout
+
+
 @pytest.mark.gpu
 def test_cudf_round_trip_and_query():
     """cuDF frames in and out (numbers, nulls, strings, dates), and a query over one."""
@@ -96,8 +110,6 @@ def test_gpu_engine_equals_duckdb_on_every_supported_query(tmp_path):
     import sys
 
     from hpc.domains.sql.tpch import SUPPORTED, generate
-
-    from tests.conftest import MPI_DIR
 
     data = generate(0.01, tmp_path / "tpch")
     proc = subprocess.run([sys.executable, str(MPI_DIR / "check_sql_gpu_engine.py"), "gpu",
