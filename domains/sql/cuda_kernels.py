@@ -21,7 +21,7 @@ Written against the module-level ``cuda`` name, so the CUDA simulator
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
+from numba import cuda, float64, int64
 
 __all__ = [
     "EMPTY",
@@ -30,6 +30,9 @@ __all__ = [
     "join_fill",
     "group_insert",
     "count_rows",
+    "SMALL_GROUPS",
+    "small_sum_count_f64",
+    "small_sum_count_i64",
     "sum_count",
     "min_rows",
     "max_rows",
@@ -56,9 +59,13 @@ def _insert(table, key, mask):  # pragma: no cover - compiled
         return mask + 1
     s = _slot(key, mask)
     while True:
-        prev = cuda.atomic.cas(table, s, EMPTY, key)
-        if prev == EMPTY or prev == key:
+        t = table[s]  # a plain read first: a key met before needs no atomic (few hot keys)
+        if t == key:
             return s
+        if t == EMPTY:
+            prev = cuda.atomic.cas(table, s, EMPTY, key)
+            if prev == EMPTY or prev == key:
+                return s
         s = (s + 1) & mask
 
 
@@ -136,7 +143,45 @@ def group_insert(keys, table, first, row_slot):  # pragma: no cover - compiled
     for i in range(cuda.grid(1), keys.shape[0], cuda.gridsize(1)):
         s = _insert(table, keys[i], mask)
         row_slot[i] = s
-        cuda.atomic.min(first, s, i)
+        if i < first[s]:  # first only decreases: a stale read costs an atomic, never a result
+            cuda.atomic.min(first, s, i)
+
+
+SMALL_GROUPS = 512  # up to this many groups, blocks reduce in shared memory first
+
+
+def _small_sum_count(dtype):  # type: ignore[no-untyped-def]
+    """Sum and count per group for at most SMALL_GROUPS groups: each block accumulates in
+    shared memory, then adds its partials to the global arrays (one global atomic per block
+    and group instead of one per row, which few groups would serialise)."""
+
+    @cuda.jit
+    def kernel(ids, values, valid, use_valid, with_sum, total, counts):  # pragma: no cover
+        part = cuda.shared.array(SMALL_GROUPS, dtype)
+        seen = cuda.shared.array(SMALL_GROUPS, int64)
+        ngroups = counts.shape[0]
+        for g in range(cuda.threadIdx.x, ngroups, cuda.blockDim.x):
+            part[g] = 0
+            seen[g] = 0
+        cuda.syncthreads()
+        for i in range(cuda.grid(1), ids.shape[0], cuda.gridsize(1)):
+            if not use_valid or valid[i]:
+                g = ids[i]
+                if with_sum:
+                    cuda.atomic.add(part, g, values[i])
+                cuda.atomic.add(seen, g, 1)
+        cuda.syncthreads()
+        for g in range(cuda.threadIdx.x, ngroups, cuda.blockDim.x):
+            if seen[g]:
+                if with_sum:
+                    cuda.atomic.add(total, g, part[g])
+                cuda.atomic.add(counts, g, seen[g])
+
+    return kernel
+
+
+small_sum_count_f64 = _small_sum_count(float64)
+small_sum_count_i64 = _small_sum_count(int64)
 
 
 @cuda.jit

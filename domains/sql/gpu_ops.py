@@ -180,7 +180,11 @@ def _counts(xp: Any, ids: Any, ngroups: int, valid: Any | None) -> Any:
     counts = xp.zeros(ngroups, dtype=xp.int64)
     if len(ids):
         ok, use = _mask_or_dummy(xp, valid)
-        K.count_rows[_blocks(len(ids)), THREADS](ids, ok, use, counts)
+        if ngroups <= K.SMALL_GROUPS:
+            K.small_sum_count_i64[_blocks(len(ids)), THREADS](ids, ids, ok, use, False, counts,
+                                                              counts)
+        else:
+            K.count_rows[_blocks(len(ids)), THREADS](ids, ok, use, counts)
     return counts
 
 
@@ -242,7 +246,12 @@ def reduce_groups(
         total = xp.zeros(ngroups, dtype=acc)
         counts = xp.zeros(ngroups, dtype=xp.int64)
         if n:
-            K.sum_count[_blocks(n), THREADS](g, v.astype(acc, copy=False), ok, use, total, counts)
+            vals = v.astype(acc, copy=False)
+            if ngroups <= K.SMALL_GROUPS:
+                small = K.small_sum_count_i64 if acc is xp.int64 else K.small_sum_count_f64
+                small[_blocks(n), THREADS](g, vals, ok, use, True, total, counts)
+            else:
+                K.sum_count[_blocks(n), THREADS](g, vals, ok, use, total, counts)
         present = counts > 0
         if op == "avg":
             return xp.where(present, total / xp.maximum(counts, 1), 0.0), present

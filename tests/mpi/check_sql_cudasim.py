@@ -125,7 +125,8 @@ def check_reductions(rng: np.random.Generator) -> int:
         "int16": rng.integers(-50, 50, n).astype(np.int16),
         "uint64": rng.integers(0, 1 << 50, n).astype(np.uint64),
     }
-    for ngroups_drawn, extra in ((1, 0), (60, 4)):  # extra: groups without rows at the end
+    # extra: groups without rows at the end; (300, 520) passes SMALL_GROUPS (global atomics)
+    for ngroups_drawn, extra in ((1, 0), (60, 4), (300, 520)):
         keys = rng.integers(0, ngroups_drawn, n)
         ids, ngroups, _ = cpu_agg.group_ids(keys)
         for vname, vals in values.items():
