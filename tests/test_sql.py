@@ -264,3 +264,89 @@ def test_gpu_sql_kernels_equal_the_cpu_on_a_million_rows():
                     np.testing.assert_allclose(cp.asnumpy(got[0]), want[0], rtol=1e-9, atol=1e-9)
                 else:
                     assert np.array_equal(cp.asnumpy(got[0]), want[0]), what
+
+
+def _random_words(rng, n):
+    """Strings that share long prefixes, repeat, end in NULs, or leave ASCII."""
+    alphabet = ["a", "b", "\0", "é", "z" * 9, "Customer#0000"]
+    return ["".join(rng.choice(alphabet, rng.integers(0, 12))) for _ in range(n)]
+
+
+def test_scan_kernels_equal_numpy_on_random_inputs():
+    from hpc.domains.sql import scan_kernels
+
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    for dtype in (np.int64, np.int32, np.int8, np.float64, np.float32, bool):
+        values = rng.integers(-100, 100, 70_000).astype(dtype)
+        index = rng.integers(0, len(values), 100_000)
+        out = np.empty(len(index), dtype=values.dtype)
+        scan_kernels.gather(values, index, out)
+        assert np.array_equal(out, values.take(index)), seed
+
+    unscaled = rng.integers(-(10**15), 10**15, 1000)
+    words = np.stack([unscaled, unscaled >> 63], axis=1).ravel()
+    out = np.empty(len(unscaled))
+    assert scan_kernels.decimal_to_float(words, 100.0, out) == 0
+    assert np.array_equal(out, unscaled / 100.0), seed
+    words[7] += 1  # a value past 64 bits is reported
+    assert scan_kernels.decimal_to_float(words, 100.0, out) == 1
+
+    for n in (0, 1, 2, 40, 3000):
+        words = _random_words(rng, n)
+        arr = pa.array(words, pa.string())
+        from hpc.domains.sql import strings
+
+        want = sorted(words, key=lambda w: w.encode())
+        assert [words[i] for i in strings.sort_order(arr)] == want, seed
+        unique, code = strings.sort_unique(arr.slice(1) if n else arr)
+        rest = words[1:] if n else words
+        assert unique.to_pylist() == sorted(set(rest), key=lambda w: w.encode()), seed
+        assert [unique[int(c)].as_py() for c in code] == rest, seed
+
+
+def test_dictionary_chunks_decimals_and_filters_read_as_the_values():
+    """Row groups with their own (overlapping, null-holding) dictionaries, decimals with and
+    without nulls or values past 64 bits, and a parallel gather: all equal Arrow's values."""
+    from decimal import Decimal
+
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    chunks, text = [], []
+    for _ in range(4):
+        words = _random_words(rng, int(rng.integers(0, 200)))
+        words = [None if rng.random() < 0.1 else w for w in words]
+        text += words
+        chunks.append(pa.array(words, pa.string()).dictionary_encode())
+    shared = chunks[-1]
+    chunks.append(shared)  # a dictionary shared by two chunks
+    text += shared.to_pylist()
+    column = Table.from_arrow(pa.table({"s": pa.chunked_array(chunks)}))["s"]
+    assert list(column.dictionary) == sorted(set(column.dictionary), key=lambda w: w.encode())
+    got = [None if column.valid is not None and not column.valid[i] else column.dictionary[c]
+           for i, c in enumerate(column.values)]
+    assert got == text, seed
+    plain = Table.from_arrow(pa.table({"s": pa.array(text, pa.string())}))["s"]
+    assert np.array_equal(plain.dictionary, column.dictionary)
+    ok = np.array([w is not None for w in text], bool)
+    assert np.array_equal(plain.values[ok], column.values[ok])  # null rows: any code
+
+    for big in (False, True):
+        unscaled = rng.integers(-(10**12), 10**12, 90_000)
+        decimals = [Decimal(int(u)).scaleb(-2) for u in unscaled]
+        decimals[3] = None
+        if big:
+            decimals[5] = Decimal(10**30)
+        arr = pa.chunked_array([pa.array(decimals[:50_000], pa.decimal128(38, 2)),
+                                pa.array(decimals[50_000:], pa.decimal128(38, 2))])
+        col = Table.from_arrow(pa.table({"d": arr}))["d"]
+        want = unscaled / 100.0
+        if big:  # that chunk takes Arrow's cast
+            want[:50_000] = arr.chunk(0).cast(pa.float64()).fill_null(0.0).to_numpy()
+        want[3] = 0.0
+        assert col.valid is not None and not col.valid[3]
+        assert np.array_equal(col.values, want), seed
+        index = np.flatnonzero(rng.random(len(col)) < 0.9)
+        kept = col.gather(index)
+        assert np.array_equal(kept.values, col.values[index])
+        assert np.array_equal(kept.valid, col.valid[index])

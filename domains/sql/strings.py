@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "arrow", "to_numpy", "sort_order", "bound", "like", "isin", "merge", "remap", "substring"
+    "arrow", "to_numpy", "sort_order", "sort_unique", "bound", "like", "isin", "merge", "remap",
+    "substring",
 ]
 
 _by_id: dict[int, tuple[Any, Any]] = {}
@@ -41,10 +42,57 @@ def to_numpy(words: Any) -> np.ndarray:
 
 
 def sort_order(words: Any) -> np.ndarray:
-    """Indices that sort an Arrow string array (byte order: UTF-8 order is code point order)."""
-    import pyarrow.compute as pc
+    """Indices that sort an Arrow string array (byte order: UTF-8 order is code point order;
+    nulls as empty strings)."""
+    from .scan_kernels import sort_strings
 
-    return pc.array_sort_indices(words).to_numpy(zero_copy_only=False)
+    return sort_strings(*_buffers(_plain(words)))
+
+
+def sort_unique(words: Any) -> tuple[Any, np.ndarray]:
+    """The distinct strings of an Arrow string array, sorted, and the int32 position among
+    them of every input string (nulls as empty strings).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> unique, code = sort_unique(pa.array(["b", "a", "b"]))
+    >>> unique.to_pylist(), code.tolist()
+    (['a', 'b'], [1, 0, 1])
+    """
+    from .scan_kernels import distinct_sorted, sort_strings
+
+    words = _plain(words)
+    offsets, data = _buffers(words)
+    order = sort_strings(offsets, data)
+    first = np.empty(len(order), dtype=bool)
+    distinct_sorted(offsets, data, order, first)
+    code = np.empty(len(order), dtype=np.int32)
+    code[order] = np.cumsum(first, dtype=np.int32) - 1
+    return words.take(order[first]), code
+
+
+def _plain(words: Any) -> Any:
+    """``words`` as a plain (or large) Arrow string array without nulls."""
+    import pyarrow as pa
+
+    if not (pa.types.is_string(words.type) or pa.types.is_large_string(words.type)):
+        words = words.cast(pa.string())
+    return words.fill_null("") if words.null_count else words
+
+
+def _buffers(words: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The offsets (this slice's ``n + 1``) and the bytes of a string array, no copies."""
+    import pyarrow as pa
+
+    bufs = words.buffers()
+    width = np.int64 if pa.types.is_large_string(words.type) else np.int32
+    if len(words) == 0:
+        return np.zeros(1, dtype=width), np.zeros(0, dtype=np.uint8)
+    offsets = np.frombuffer(bufs[1], dtype=width)[words.offset : words.offset + len(words) + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(
+        0, dtype=np.uint8)
+    return offsets, data
 
 
 def bound(dictionary: np.ndarray, text: str, side: str) -> int:
@@ -75,12 +123,10 @@ def isin(dictionary: np.ndarray, values: Any) -> np.ndarray:
 def merge(dictionaries: list[np.ndarray]) -> np.ndarray:
     """One sorted dictionary holding every string of the given ones."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     words = pa.concat_arrays([arrow(d) for d in dictionaries]) if dictionaries else pa.array(
         [], pa.string())
-    unique = pc.unique(words)
-    return np.asarray(unique.take(sort_order(unique)).to_numpy(zero_copy_only=False), object)
+    return to_numpy(sort_unique(words)[0])
 
 
 def remap(dictionary: np.ndarray, merged: np.ndarray) -> np.ndarray:

@@ -33,21 +33,38 @@ class Column:
 
     def gather(self, index: np.ndarray) -> Column:
         """Rows ``index`` (all valid row numbers: a filter's survivors)."""
-        valid = None if self.valid is None else self.valid.take(index)
-        return Column(self.values.take(index), self.kind, self.dictionary, valid)
+        valid = None if self.valid is None else _gather(self.valid, index)
+        return Column(_gather(self.values, index), self.kind, self.dictionary, valid)
 
     def take(self, index: np.ndarray) -> Column:
         """Rows ``index`` (``-1``: a null row, as an outer join produces)."""
         if len(self) and (len(index) == 0 or int(index.min()) >= 0):
             return self.gather(index)
         missing = index < 0
-        values = self.values[np.where(missing, 0, index)] if len(self) else self.values[:0]
+        values = _gather(self.values, np.where(missing, 0, index)) if len(self) else self.values[:0]
         if len(self) == 0 and len(index):
             values = np.zeros(len(index), dtype=self.values.dtype)
-        valid = None if self.valid is None else self.valid[np.where(missing, 0, index)]
+        valid = None if self.valid is None else _gather(self.valid, np.where(missing, 0, index))
         if missing.any():
             valid = ~missing if valid is None else valid & ~missing
         return Column(values, self.kind, self.dictionary, valid)
+
+
+def _gather(values: Any, index: Any) -> Any:
+    """``values.take(index)``: a numba kernel for large NumPy arrays (no negative-index or
+    bounds tests), the array's own ``take`` otherwise (CuPy, object arrays, short ones)."""
+    if (isinstance(values, np.ndarray) and isinstance(index, np.ndarray) and values.ndim == 1
+            and index.ndim == 1 and len(index) >= _KERNEL_ROWS and index.dtype.kind in "iu"
+            and (values.dtype.kind in "biu" or values.dtype in (np.float32, np.float64))):
+        from .scan_kernels import gather
+
+        out = np.empty(len(index), dtype=values.dtype)
+        gather(values, index, out)
+        return out
+    return values.take(index)
+
+
+_KERNEL_ROWS = 1 << 16  # below this the call costs more than it saves
 
 
 class Table:
@@ -121,49 +138,69 @@ def _from_arrow_column(name: str, chunked: Any) -> Column:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if pa.types.is_dictionary(chunked.type) and hasattr(chunked, "unify_dictionaries"):
-        chunked = chunked.unify_dictionaries()  # one dictionary for all chunks
-    arr = chunked.combine_chunks() if hasattr(chunked, "combine_chunks") else chunked
-    t = arr.type
+    t = chunked.type
+    chunks = list(chunked.chunks) if hasattr(chunked, "chunks") else [chunked]
+    chunks = chunks or [pa.array([], type=t)]
     valid = None
-    if arr.null_count:
-        valid = np.asarray(pc.is_valid(arr).to_numpy(zero_copy_only=False), dtype=bool)
-    if pa.types.is_dictionary(t):  # Parquet's own dictionary: no re-encoding of the strings
-        entries = arr.dictionary.cast(pa.string())
-        order = strings.sort_order(entries)
-        rank = np.empty(len(order), dtype=np.int32)
-        rank[order] = np.arange(len(order), dtype=np.int32)
-        indices = _numpy(arr.indices, 0)
-        codes = rank[indices] if len(rank) else indices.astype(np.int32)
-        column = Column(codes.astype(np.int32, copy=False), "string",
-                        strings.to_numpy(entries.take(order)), valid)
-        return _dedupe(column)
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        words = arr.cast(pa.string()).fill_null("")
-        encoded = pc.dictionary_encode(words)
-        dictionary = np.asarray(encoded.dictionary.to_numpy(zero_copy_only=False), dtype=object)
-        order = strings.sort_order(encoded.dictionary)
-        rank = np.empty(len(order), dtype=np.int32)
-        rank[order] = np.arange(len(order), dtype=np.int32)
-        codes = rank[encoded.indices.to_numpy(zero_copy_only=False)]
-        return Column(codes.astype(np.int32), "string", dictionary[order], valid)
-    if pa.types.is_date32(t):
-        days = _numpy(arr.cast(pa.int32()), 0)
-        return Column(days.astype(np.int32), "date", None, valid)
+    if chunked.null_count:
+        valid = np.asarray(pc.is_valid(chunked).to_numpy(zero_copy_only=False), dtype=bool)
+    if _is_text(t):  # encoded here, then as Parquet's own dictionaries
+        t = pa.dictionary(pa.int32(), pa.string())
+        chunks = [pc.dictionary_encode(c.cast(pa.string()).fill_null("")) for c in chunks]
+    if pa.types.is_dictionary(t):
+        codes, dictionary = _dictionary_codes(chunks, len(chunked))
+        return Column(codes, "string", dictionary, valid)
     if pa.types.is_decimal(t):
-        return Column(_decimal_to_float(arr), "float", None, valid)
+        return Column(_decimal_to_float(chunks, len(chunked)), "float", None, valid)
+    if pa.types.is_date32(t):
+        return Column(_concat([c.cast(pa.int32()) for c in chunks], 0), "date", None, valid)
     if pa.types.is_boolean(t):
-        return Column(
-            np.asarray(_numpy(arr, False), bool),
-            "bool",
-            None,
-            valid,
-        )
+        return Column(np.asarray(_concat(chunks, False), bool), "bool", None, valid)
     if pa.types.is_integer(t):
-        return Column(_numpy(arr, 0), "int", None, valid)
+        return Column(_concat(chunks, 0), "int", None, valid)
     if pa.types.is_floating(t):
-        return Column(_numpy(arr, 0), "float", None, valid)
+        return Column(_concat(chunks, 0), "float", None, valid)
     raise TypeError(f"column {name!r}: unsupported Arrow type {t}")
+
+
+def _concat(chunks: list[Any], fill: Any) -> np.ndarray:
+    """Arrow chunks as one NumPy array: no copy for a single chunk (``combine_chunks`` would
+    copy it), one copy for several."""
+    if len(chunks) == 1:
+        return _numpy(chunks[0], fill)
+    return np.concatenate([_numpy(c, fill) for c in chunks])
+
+
+def _dictionary_codes(chunks: list[Any], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """int32 codes and one sorted dictionary for dictionary-encoded chunks (each row group has
+    its own dictionary): the chunks' dictionaries sorted together once, duplicates merged, no
+    ``unify_dictionaries`` (a hash table over every string, as slow as the sort)."""
+    import pyarrow as pa
+
+    from .scan_kernels import codes_into
+
+    parts, bases, seen = [], [], {}
+    total = 0
+    for c in chunks:
+        d = c.dictionary
+        key = (d.offset, len(d), *(b.address if b is not None else 0 for b in d.buffers()))
+        if key not in seen:  # a dictionary shared by chunks is sorted once
+            seen[key] = total
+            parts.append(strings._plain(d))
+            total += len(d)
+        bases.append(seen[key])
+    if any(pa.types.is_large_string(p.type) for p in parts) or sum(
+            p.nbytes for p in parts) >= 2**31:
+        parts = [p.cast(pa.large_string()) for p in parts]
+    entries = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+    unique, lookup = strings.sort_unique(entries)
+    codes = np.zeros(n, dtype=np.int32)
+    start = 0
+    for c, base in zip(chunks, bases, strict=True):
+        if len(c) and len(c.dictionary):  # an empty dictionary: every row null, code 0
+            codes_into(codes, start, lookup, base, _numpy(c.indices, 0))
+        start += len(c)
+    return codes, strings.to_numpy(unique)
 
 
 def _numpy(arr: Any, fill: Any) -> np.ndarray:
@@ -173,37 +210,36 @@ def _numpy(arr: Any, fill: Any) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 
 
-def _decimal_to_float(arr: Any) -> np.ndarray:
-    """decimal128 to float64: the unscaled integers read straight from the buffer when they
-    fit in 64 bits (the common case, much faster than a cast), divided by 10**scale."""
+def _decimal_to_float(chunks: list[Any], n: int) -> np.ndarray:
+    """decimal128 to float64: the unscaled integers read straight from each chunk's buffer
+    when they fit in 64 bits (the common case, much faster than a cast), divided by
+    10**scale in one parallel pass."""
     import pyarrow as pa
 
-    if pa.types.is_decimal128(arr.type) and len(arr):
-        words = np.frombuffer(arr.buffers()[1], dtype=np.int64)
-        words = words[2 * arr.offset : 2 * (arr.offset + len(arr))]
-        lo, hi = words[0::2], words[1::2]
-        if np.array_equal(hi, lo >> 63):  # the high word is only the sign
-            out = lo / float(10**arr.type.scale)
-            return np.where(arr.is_valid().to_numpy(zero_copy_only=False), out, 0.0) \
-                if arr.null_count else out
-    return _numpy(arr.cast(pa.float64()), 0.0)
+    from .scan_kernels import decimal_to_float
+
+    out = np.empty(n, dtype=np.float64)
+    start = 0
+    for c in chunks:
+        part = out[start : start + len(c)]
+        start += len(c)
+        if not len(c):
+            continue
+        if pa.types.is_decimal128(c.type):
+            words = np.frombuffer(c.buffers()[1], dtype=np.int64)
+            words = words[2 * c.offset : 2 * (c.offset + len(c))]
+            if decimal_to_float(words, float(10**c.type.scale), part) == 0:
+                if c.null_count:
+                    part[~c.is_valid().to_numpy(zero_copy_only=False)] = 0.0
+                continue
+        part[:] = _numpy(c.cast(pa.float64()), 0.0)
+    return out
 
 
 def _is_text(t: Any) -> bool:
     import pyarrow as pa
 
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
-
-
-def _dedupe(c: Column) -> Column:
-    """One code per distinct string (a dictionary may repeat a value)."""
-    import pyarrow.compute as pc
-
-    words = strings.arrow(c.dictionary)
-    if len(words) < 2 or not pc.any(pc.equal(words[1:], words[:-1])).as_py():
-        return c
-    unique = strings.merge([c.dictionary])
-    return Column(strings.remap(c.dictionary, unique)[c.values], "string", unique, c.valid)
 
 
 def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None) -> Table:
