@@ -193,9 +193,7 @@ def _bounded_exists(sub: exp.Select, keep: list[exp.Expression], links, compared
     """The condition "some inner row matches the keys ``links`` and has ``inner OP x``"
     (``compared``, or None: any row), from MIN/MAX per key of a derived table LEFT-joined
     to ``outer`` as ``alias`` (or from constants without keys); and whether it joined."""
-    # MIN(k) rather than k: an aggregate over no rows has no null mask, and Column.take cannot
-    # yet pad an empty column that has one with the LEFT JOIN's null rows
-    items = [exp.alias_(exp.Min(this=k.copy()), f"k{i}") for i, (k, _) in enumerate(links)]
+    items = [exp.alias_(k.copy(), f"k{i}") for i, (k, _) in enumerate(links)]
     bounds: dict[str, type] = {}
     if compared is not None:
         inner, op, x = compared

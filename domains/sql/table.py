@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from hpc.backend import array_module
+
 from . import strings
 
 __all__ = ["Column", "Table", "read_parquet", "merge_dictionaries"]
@@ -41,10 +43,13 @@ class Column:
         if len(self) and (len(index) == 0 or int(index.min()) >= 0):
             return self.gather(index)
         missing = index < 0
-        values = _gather(self.values, np.where(missing, 0, index)) if len(self) else self.values[:0]
-        if len(self) == 0 and len(index):
-            values = np.zeros(len(index), dtype=self.values.dtype)
-        valid = None if self.valid is None else _gather(self.valid, np.where(missing, 0, index))
+        if len(self):  # -1 reads row 0, then the mask below nulls it
+            safe = array_module(index).where(missing, 0, index)
+            values = _gather(self.values, safe)
+            valid = None if self.valid is None else _gather(self.valid, safe)
+        else:  # nothing to read: every row is a null (a rank that got no build rows)
+            values = array_module(self.values).zeros(len(index), dtype=self.values.dtype)
+            valid = None
         if missing.any():
             valid = ~missing if valid is None else valid & ~missing
         return Column(values, self.kind, self.dictionary, valid)
