@@ -350,3 +350,20 @@ def test_dictionary_chunks_decimals_and_filters_read_as_the_values():
         kept = col.gather(index)
         assert np.array_equal(kept.values, col.values[index])
         assert np.array_equal(kept.valid, col.valid[index])
+
+
+def test_like_equals_arrow_on_random_patterns():
+    """The numba path (literal parts between %) and Arrow's (``_``, escapes) agree with
+    Arrow's LIKE, whatever the parts overlap or leave empty."""
+    from hpc.domains.sql import strings
+
+    pc = pytest.importorskip("pyarrow.compute")
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        words = sorted({"".join(rng.choice(["a", "b", "é", "ab"], rng.integers(0, 7)))
+                        for _ in range(25)})
+        pattern = "".join(rng.choice(["a", "b", "é", "%", "ab", "_"], rng.integers(0, 6)))
+        got = strings.like(np.asarray(words, dtype=object), pattern)
+        want = pc.match_like(pa.array(words, pa.string()), pattern).to_numpy(zero_copy_only=False)
+        assert np.array_equal(got, want), (seed, pattern, words)

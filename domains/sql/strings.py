@@ -101,12 +101,27 @@ def bound(dictionary: np.ndarray, text: str, side: str) -> int:
 
 
 def like(dictionary: np.ndarray, pattern: str) -> np.ndarray:
-    """Which dictionary entries match a SQL LIKE pattern (``%``, ``_``; case-sensitive)."""
+    """Which dictionary entries match a SQL LIKE pattern (``%``, ``_``; case-sensitive).
+
+    Patterns of literal parts between ``%`` (TPC-H's) are matched by a numba substring search
+    over the bytes (UTF-8 substrings are code point substrings), several times faster than
+    Arrow's regular expressions; ``_`` and escapes go to Arrow."""
     import pyarrow.compute as pc
 
     if len(dictionary) == 0:
         return np.zeros(0, bool)
-    return pc.match_like(arrow(dictionary), pattern).to_numpy(zero_copy_only=False)
+    if "_" in pattern or "\\" in pattern:
+        return pc.match_like(arrow(dictionary), pattern).to_numpy(zero_copy_only=False)
+    from .scan_kernels import like_parts
+
+    parts = [p.encode() for p in pattern.split("%")]
+    bounds = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(p) for p in parts], out=bounds[1:])
+    literal = np.frombuffer(b"".join(parts), dtype=np.uint8) if bounds[-1] else np.zeros(
+        1, dtype=np.uint8)
+    out = np.empty(len(dictionary), dtype=bool)
+    like_parts(*_buffers(_plain(arrow(dictionary))), literal, bounds, out)
+    return out
 
 
 def isin(dictionary: np.ndarray, values: Any) -> np.ndarray:
