@@ -280,9 +280,10 @@ def test_scan_kernels_equal_numpy_on_random_inputs():
     for dtype in (np.int64, np.int32, np.int8, np.float64, np.float32, bool):
         values = rng.integers(-100, 100, 70_000).astype(dtype)
         index = rng.integers(0, len(values), 100_000)
-        out = np.empty(len(index), dtype=values.dtype)
-        scan_kernels.gather(values, index, out)
-        assert np.array_equal(out, values.take(index)), seed
+        for kernel in (scan_kernels.gather, scan_kernels.gather_parallel):
+            out = np.empty(len(index), dtype=values.dtype)
+            kernel(values, index, out)
+            assert np.array_equal(out, values.take(index)), seed
 
     unscaled = rng.integers(-(10**15), 10**15, 1000)
     words = np.stack([unscaled, unscaled >> 63], axis=1).ravel()

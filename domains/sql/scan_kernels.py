@@ -13,18 +13,19 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["gather", "decimal_to_float", "sort_strings", "distinct_sorted", "like_parts",
-           "codes_into"]
+__all__ = ["gather", "gather_parallel", "decimal_to_float", "sort_strings", "distinct_sorted",
+           "like_parts", "codes_into"]
 
 _SMALL = 16  # runs this short are insertion-sorted by direct comparison
 _WORDS = 4  # 8-byte words of each string's start carried through the sort
 
 # Large outputs are allocated by the callers with NumPy, not inside the kernels: NumPy asks for
 # transparent huge pages, and the page faults of a fresh 48 MB array from numba's allocator
-# cost more than the loop that fills it. The short memory-bound passes (gather, decimals,
-# codes) run on one thread: a prange region over a few milliseconds of work waits for every
-# thread to be scheduled, and on a loaded machine that wait costs more than the loop (measured
-# 2x slower than serial with two cores shared); the sort's long prange over runs does not.
+# cost more than the loop that fills it. The short bandwidth-bound passes (an ordered gather,
+# decimals, codes) run on one thread: more threads do not add bandwidth, and a prange region
+# waits for every thread to be scheduled, which on a loaded machine costs more than the loop
+# (measured 2x slower than serial with two cores shared). Latency-bound loops (a scattered
+# gather, the sort's runs) do gain from threads.
 
 
 # kernels at module level so numba can cache them on disk (cache=True)
@@ -34,6 +35,14 @@ def gather(values, index, out):  # type: ignore[no-untyped-def]
     faster)."""
     for i in range(index.shape[0]):
         out[i] = values[np.uint64(index[i])]  # unsigned: no negative-index wraparound test
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def gather_parallel(values, index, out):  # type: ignore[no-untyped-def]
+    """:func:`gather` on all threads, for scattered indices (a join's rows): each read is a
+    cache miss, so more threads keep more of them in flight."""
+    for i in prange(index.shape[0]):
+        out[i] = values[np.uint64(index[i])]
 
 
 @njit(nogil=True, cache=True)

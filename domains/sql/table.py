@@ -56,15 +56,20 @@ class Column:
 
 
 def _gather(values: Any, index: Any) -> Any:
-    """``values.take(index)``: a numba kernel for large NumPy arrays (no negative-index or
-    bounds tests), the array's own ``take`` otherwise (CuPy, object arrays, short ones)."""
+    """``values.take(index)``: numba kernels for large NumPy arrays (no negative-index or
+    bounds tests; on all threads when the indices look scattered), the array's own ``take``
+    otherwise (CuPy, object arrays, short ones)."""
     if (isinstance(values, np.ndarray) and isinstance(index, np.ndarray) and values.ndim == 1
             and index.ndim == 1 and len(index) >= _KERNEL_ROWS and index.dtype.kind in "iu"
             and (values.dtype.kind in "biu" or values.dtype in (np.float32, np.float64))):
-        from .scan_kernels import gather
+        from .scan_kernels import gather, gather_parallel
 
+        # a filter's survivors ascend (reads stream, one thread saturates the memory); a
+        # join's rows jump about (each read a cache miss, threads overlap them): ~1000 samples
+        probe = index[:: len(index) // 1024]
+        ordered = bool(np.all(probe[1:] >= probe[:-1]))
         out = np.empty(len(index), dtype=values.dtype)
-        gather(values, index, out)
+        (gather if ordered else gather_parallel)(values, index, out)
         return out
     return values.take(index)
 
