@@ -38,11 +38,10 @@ def find(k, table, mask):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def count(probe, valid, table, chain, outer):  # type: ignore[no-untyped-def]
-    # one lookup per probe row: its first match is kept for the fill pass
+def count(probe, valid, table, chain, outer, counts, hit):  # type: ignore[no-untyped-def]
+    # one lookup per probe row: its first match is kept for the fill pass. The outputs come
+    # from NumPy: its large allocations are huge-page backed, numba's fault in 4 KiB pages
     mask = table.shape[0] - 1
-    counts = np.zeros(probe.shape[0], dtype=np.int64)
-    hit = np.empty(probe.shape[0], dtype=np.int64)
     for i in prange(probe.shape[0]):
         j = find(probe[i], table, mask) if valid[i] else -1
         hit[i] = j
@@ -51,7 +50,6 @@ def count(probe, valid, table, chain, outer):  # type: ignore[no-untyped-def]
             c += 1
             j = chain[j]
         counts[i] = c if c > 0 or not outer else 1
-    return counts, hit
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -71,11 +69,11 @@ def fill(hit, chain, offsets, left, right):  # type: ignore[no-untyped-def]
 
 # -- radix-partitioned join for large inputs: per-partition hash tables that fit in cache ---
 @njit(nogil=True, cache=True)
-def radix_partition(keys, bits):  # type: ignore[no-untyped-def]
-    # rows grouped by the top bits of their key hash (stable): order, partition starts
+def radix_partition(keys, bits, part, order):  # type: ignore[no-untyped-def]
+    # rows grouped by the top bits of their key hash (stable) into order; the partition
+    # starts returned (part: scratch of len(keys))
     n = keys.shape[0]
     nparts = 1 << bits
-    part = np.empty(n, dtype=np.int64)
     start = np.zeros(nparts + 1, dtype=np.int64)
     for i in range(n):
         h = np.uint64(keys[i]) * np.uint64(0x9E3779B97F4A7C15)
@@ -85,12 +83,11 @@ def radix_partition(keys, bits):  # type: ignore[no-untyped-def]
     for q in range(nparts):
         start[q + 1] += start[q]
     pos = start[:-1].copy()
-    order = np.empty(n, dtype=np.int64)
     for i in range(n):
         q = part[i]
         order[pos[q]] = i
         pos[q] += 1
-    return order, start
+    return start
 
 
 @njit(inline="always", cache=True)
@@ -120,8 +117,8 @@ def _local_table(bkeys, border, b0, b1):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def radix_count(pkeys, porder, pstart, bkeys, border, bstart, outer):  # type: ignore[no-untyped-def]
-    counts = np.zeros(pkeys.shape[0], dtype=np.int64)  # by position in porder
+def radix_count(pkeys, porder, pstart, bkeys, border, bstart, outer, counts):  # type: ignore[no-untyped-def]
+    # counts by position in porder (every position is written)
     for q in prange(pstart.shape[0] - 1):
         table, chain, mask = _local_table(bkeys, border, bstart[q], bstart[q + 1])
         for i in range(pstart[q], pstart[q + 1]):
@@ -131,7 +128,6 @@ def radix_count(pkeys, porder, pstart, bkeys, border, bstart, outer):  # type: i
                 c += 1
                 j = chain[j]
             counts[i] = c if c > 0 or not outer else 1
-    return counts
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -156,9 +152,12 @@ def _radix_join(p: np.ndarray, b: np.ndarray, outer: bool) -> tuple[np.ndarray, 
     """Inner or left join by radix partitions of about 4096 build rows (cache-sized tables);
     pairs ordered by partition, then probe row, then build row (any thread count)."""
     bits = int(min(14, max(4, np.ceil(np.log2(max(len(b), 1) / 4096)))))
-    porder, pstart = radix_partition(p, bits)
-    border, bstart = radix_partition(b, bits)
-    counts = radix_count(p, porder, pstart, b, border, bstart, outer)
+    scratch = np.empty(max(len(p), len(b)), dtype=np.int64)
+    porder, border = np.empty(len(p), np.int64), np.empty(len(b), np.int64)
+    pstart = radix_partition(p, bits, scratch, porder)
+    bstart = radix_partition(b, bits, scratch, border)
+    counts = np.empty(len(p), dtype=np.int64)
+    radix_count(p, porder, pstart, b, border, bstart, outer, counts)
     offsets = np.zeros(len(p) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     left = np.empty(int(offsets[-1]), dtype=np.int64)
@@ -225,7 +224,8 @@ def hash_join(
         return left, right
     table, chain, _ = _local_table(b, np.arange(len(b), dtype=np.int64), 0, len(b))
     valid = np.ones(len(p), dtype=bool) if probe_valid is None else probe_valid  # null: no match
-    counts, hit = k["count"](p, valid, table, chain, how == "left")
+    counts, hit = np.empty(len(p), np.int64), np.empty(len(p), np.int64)
+    k["count"](p, valid, table, chain, how == "left", counts, hit)
     if how in ("semi", "anti"):
         rows = np.flatnonzero(counts > 0 if how == "semi" else counts == 0)
         return rows, np.full(len(rows), -1, dtype=np.int64)
