@@ -19,10 +19,10 @@ _kernels: dict[str, Any] = {}
 
 # kernels at module level so numba can cache them on disk (cache=True)
 @njit(nogil=True, cache=True)
-def factorise_dense(keys, lo, span):  # type: ignore[no-untyped-def]
-    # keys in [lo, lo + span): a direct table instead of hashing
+def factorise_dense(keys, lo, span, ids):  # type: ignore[no-untyped-def]
+    # keys in [lo, lo + span): a direct table instead of hashing. ids (one per key) comes
+    # from NumPy: its large allocations are huge-page backed, numba's fault in 4 KiB pages
     slot_id = np.full(span, -1, dtype=np.int64)
-    ids = np.empty(keys.shape[0], dtype=np.int64)
     n = 0
     for i in range(keys.shape[0]):
         s = keys[i] - lo
@@ -30,17 +30,16 @@ def factorise_dense(keys, lo, span):  # type: ignore[no-untyped-def]
             slot_id[s] = n
             n += 1
         ids[i] = slot_id[s]
-    return ids, n
+    return n
 
 
 @njit(nogil=True, cache=True)
-def factorise(keys):  # type: ignore[no-untyped-def]
+def factorise(keys, ids):  # type: ignore[no-untyped-def]
     # open addressing; the table doubles when half full, so few groups stay in cache
     capacity = 1024
     mask = capacity - 1
     slot_key = np.zeros(capacity, dtype=np.int64)
     slot_id = np.full(capacity, -1, dtype=np.int64)
-    ids = np.empty(keys.shape[0], dtype=np.int64)
     n = 0
     for i in range(keys.shape[0]):
         k = keys[i]
@@ -69,7 +68,7 @@ def factorise(keys):  # type: ignore[no-untyped-def]
             ids[i] = n - 1
         else:
             ids[i] = slot_id[s]
-    return ids, n
+    return n
 
 
 @njit(nogil=True, cache=True)
@@ -132,10 +131,11 @@ def group_ids(keys: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
     if len(k) == 0:
         return np.zeros(0, np.int64), 0, np.zeros(0, np.int64)
     lo, hi = int(k.min()), int(k.max())
+    ids = np.empty(len(k), dtype=np.int64)
     if hi - lo < max(4 * len(k), 1 << 16) and hi - lo < 1 << 26:  # small key range
-        ids, n = kern["factorise_dense"](k, lo, hi - lo + 1)
+        n = kern["factorise_dense"](k, lo, hi - lo + 1, ids)
     else:
-        ids, n = kern["factorise"](k)
+        n = kern["factorise"](k, ids)
     return ids, int(n), kern["first_rows"](ids, n)
 
 
