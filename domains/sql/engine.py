@@ -4,9 +4,10 @@ Physical operators (each rank works on its rows; collectives move rows on raw bu
 
 - **Scan**: the table's needed columns of this rank (Parquet row groups or HDF5 row blocks),
   then its pushed filters.
-- **Join order**: greedy on estimated result size, ``|A| |B| / max(ndv(a), ndv(b))`` over the
-  join keys (distinct counts estimated on a sample of each scan), starting with the cheapest
-  pair; every join builds its hash table on the smaller side.
+- **Join order**: greedy operator ordering on estimated result size, ``|A| |B| / max(ndv(a),
+  ndv(b))`` over the join keys (distinct counts estimated on a sample of each scan): the two
+  connected groups of tables with the smallest estimate are joined next; every join builds
+  its hash table on the smaller side.
 - **Join**: broadcast the smaller side (all-gather) when it has at most ``broadcast_rows``
   rows in all, else hash-partition both sides on the first key (all-to-all shuffle); then the
   local numba hash join. Several keys are combined into one key id per row.
@@ -254,27 +255,22 @@ def _join_all(plan: QueryPlan, frames: dict[str, Frame], comm: Any, options: Que
             ndv = dict(zip(names, agreed, strict=True))
         parts[src.alias] = _Joined({src.alias}, f, rows, ndv)
     residual = list(plan.residual)
-    if len(parts) == 1:
-        current = next(iter(parts.values()))
-    else:
-        pairs = [(x, y) for x in parts for y in parts if x < y
-                 and _edge_keys(plan.edges, {x}, {y})]
-        if not pairs:
-            raise UnsupportedSQL(f"tables {sorted(parts)} are not connected by equi-joins "
-                                 "(cross joins are not supported)")
-        x, y = min(pairs, key=lambda p: _estimate(parts[p[0]], parts[p[1]],
-                                                  _edge_keys(plan.edges, {p[0]}, {p[1]})))
-        current = _join(parts.pop(x), parts.pop(y), plan.edges, "inner", comm, options, trace)
-        current, residual = _apply_residual(current, residual, trace)
-        while parts:
-            linked = [a for a in parts if _edge_keys(plan.edges, current.aliases, {a})]
-            if not linked:
-                raise UnsupportedSQL(f"tables {sorted(parts)} are not connected by equi-joins "
-                                     "to the others (cross joins are not supported)")
-            a = min(linked, key=lambda a: _estimate(
-                current, parts[a], _edge_keys(plan.edges, current.aliases, {a})))
-            current = _join(current, parts.pop(a), plan.edges, "inner", comm, options, trace)
-            current, residual = _apply_residual(current, residual, trace)
+    # greedy operator ordering: join the two connected groups of tables whose estimated
+    # result is smallest, until one is left (so a fact table meets its most selective
+    # dimension first, not whichever small tables pair up cheapest)
+    groups = list(parts.values())
+    while len(groups) > 1:
+        candidates = [(i, j, _edge_keys(plan.edges, groups[i].aliases, groups[j].aliases))
+                      for i in range(len(groups)) for j in range(i + 1, len(groups))]
+        candidates = [c for c in candidates if c[2]]
+        if not candidates:
+            raise UnsupportedSQL(f"tables {sorted(a for g in groups for a in g.aliases)} are "
+                                 "not connected by equi-joins (cross joins are not supported)")
+        i, j, keys = min(candidates, key=lambda c: _estimate(groups[c[0]], groups[c[1]], c[2]))
+        joined = _join(groups[i], groups[j], plan.edges, "inner", comm, options, trace)
+        joined, residual = _apply_residual(joined, residual, trace)
+        groups = [g for k, g in enumerate(groups) if k not in (i, j)] + [joined]
+    current = groups[0]
     current, residual = _apply_residual(current, residual, trace)
     for src in plan.sources:
         if src.left_join:

@@ -105,9 +105,12 @@ def _factor_or(term: exp.Expression, sources: set[str]) -> list[exp.Expression]:
     if any(not r for r in rest):  # one branch is just the common part: the OR is implied
         return out
     out.append(_or([_and(r) for r in rest]))
+    spanned = set().union(*(aliases_of(t) for r in rest for t in r))
+    if len(spanned) < 2:  # an OR on one table is that table's filter already
+        return out
     for alias in sorted(sources):
         parts = [[t for t in r if aliases_of(t) == {alias}] for r in rest]
-        if all(parts) and any(len(aliases_of(t)) > 1 for r in rest for t in r):
+        if all(parts):
             out.append(_or([_and(p) for p in parts]))
     return out
 
