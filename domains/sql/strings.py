@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "arrow", "to_numpy", "sort_order", "sort_unique", "bound", "like", "isin", "merge", "remap",
+    "allgather", "arrow", "to_numpy", "sort_order", "sort_unique", "bound", "like", "isin",
+    "merge", "remap",
     "substring",
 ]
 
@@ -142,6 +143,29 @@ def merge(dictionaries: list[np.ndarray]) -> np.ndarray:
     words = pa.concat_arrays([arrow(d) for d in dictionaries]) if dictionaries else pa.array(
         [], pa.string())
     return to_numpy(sort_unique(words)[0])
+
+
+def allgather(comm: Any, dictionary: np.ndarray) -> tuple[Any, int]:
+    """Collective. Every rank's dictionary, concatenated in rank order, as one Arrow
+    string array (large past 2 GiB) on every rank, and where this rank's entries start in it. The
+    strings travel as their UTF-8 buffers (lengths and bytes), never as Python objects."""
+    import pyarrow as pa
+
+    offsets, data = _buffers(_plain(arrow(dictionary)))
+    lengths = np.diff(offsets).astype(np.int64)
+    blob = np.ascontiguousarray(data[int(offsets[0]) : int(offsets[-1])])
+    counts = np.asarray(comm.allgather(len(lengths)), dtype=np.int64)
+    nbytes = np.asarray(comm.allgather(int(blob.size)), dtype=np.int64)
+    all_lengths = np.empty(int(counts.sum()), dtype=np.int64)
+    comm.Allgatherv(lengths, (all_lengths, counts))
+    all_blob = np.empty(int(nbytes.sum()), dtype=np.uint8)
+    comm.Allgatherv(blob, (all_blob, nbytes))
+    small = all_blob.size < 2**31  # plain strings (int32 offsets), as every other dictionary
+    all_offsets = np.zeros(len(all_lengths) + 1, dtype=np.int32 if small else np.int64)
+    np.cumsum(all_lengths, out=all_offsets[1:])
+    words = pa.Array.from_buffers(pa.string() if small else pa.large_string(), len(all_lengths),
+                                  [None, pa.py_buffer(all_offsets), pa.py_buffer(all_blob)])
+    return words, int(counts[: comm.Get_rank()].sum())
 
 
 def remap(dictionary: np.ndarray, merged: np.ndarray) -> np.ndarray:

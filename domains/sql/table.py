@@ -293,15 +293,13 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None) 
 def merge_dictionaries(table: Table, comm: Any) -> Table:
     """Collective. Give every string column one sorted dictionary over all ranks (codes
     remapped in place), so equal codes mean equal strings everywhere."""
-    from hpc.io.tables import allgather_strings
-
     if comm.Get_size() == 1:
         return table
     for c in table.columns.values():
         if c.kind == "string":
-            everyone = np.asarray(allgather_strings(comm, c.dictionary.tolist()), dtype=object)
-            merged = strings.merge([everyone])
-            remap = strings.remap(c.dictionary, merged)
+            everyone, base = strings.allgather(comm, c.dictionary)
+            merged, code = strings.sort_unique(everyone)
+            remap = code[base : base + len(c.dictionary)]
             c.values = remap[c.values] if len(c) else c.values
-            c.dictionary = merged
+            c.dictionary = strings.to_numpy(merged)
     return table
