@@ -91,18 +91,11 @@ def radix_partition(keys, bits, part, order):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
-def _local_table(bkeys, border, b0, b1):  # type: ignore[no-untyped-def]
-    # hash table of build rows border[b0:b1]: slots interleave (key, first row) so a probe
-    # touches one cache line; equal keys chain in row order
-    m = b1 - b0
-    capacity = 16
-    while capacity < 2 * m:
-        capacity *= 2
-    mask = capacity - 1
-    table = np.full((capacity, 2), -1, dtype=np.int64)
-    last = np.full(capacity, -1, dtype=np.int64)
-    chain = np.full(max(m, 1), -1, dtype=np.int64)
-    for j in range(m):
+def _fill_table(bkeys, border, b0, b1, table, last, chain):  # type: ignore[no-untyped-def]
+    # slots interleave (key, first row) so a probe touches one cache line; equal keys chain
+    # in row order
+    mask = table.shape[0] - 1
+    for j in range(b1 - b0):
         k = bkeys[border[b0 + j]]
         s = slot_of(k, mask)
         while table[s, 1] != -1 and table[s, 0] != k:
@@ -113,7 +106,31 @@ def _local_table(bkeys, border, b0, b1):  # type: ignore[no-untyped-def]
         else:
             chain[last[s]] = j
         last[s] = j
-    return table, chain, mask
+
+
+@njit(nogil=True, cache=True)
+def build_table(bkeys, table, last, chain):  # type: ignore[no-untyped-def]
+    # the whole build side into arrays NumPy allocated (huge-page backed: a large table
+    # allocated inside numba faults in 4 KiB pages)
+    _fill_table(bkeys, np.arange(bkeys.shape[0]), 0, bkeys.shape[0], table, last, chain)
+
+
+def _capacity(m: int) -> int:
+    return 1 << max(4, (2 * m - 1).bit_length())
+
+
+@njit(inline="always", cache=True)
+def _local_table(bkeys, border, b0, b1):  # type: ignore[no-untyped-def]
+    # hash table of build rows border[b0:b1] (a cache-sized radix partition)
+    m = b1 - b0
+    capacity = 16
+    while capacity < 2 * m:
+        capacity *= 2
+    table = np.full((capacity, 2), -1, dtype=np.int64)
+    last = np.full(capacity, -1, dtype=np.int64)
+    chain = np.full(max(m, 1), -1, dtype=np.int64)
+    _fill_table(bkeys, border, b0, b1, table, last, chain)
+    return table, chain, capacity - 1
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -171,7 +188,7 @@ RADIX_MIN = (1 << 17, 1 << 19)
 
 
 def _compile() -> dict[str, Any]:
-    return {"count": count, "fill": fill}
+    return {"build": build_table, "count": count, "fill": fill}
 
 
 def hash_join(
@@ -222,7 +239,10 @@ def hash_join(
             hit = right >= 0
             right[hit] = kept[right[hit]]
         return left, right
-    table, chain, _ = _local_table(b, np.arange(len(b), dtype=np.int64), 0, len(b))
+    capacity = _capacity(len(b))
+    table = np.full((capacity, 2), -1, dtype=np.int64)
+    chain = np.full(max(len(b), 1), -1, dtype=np.int64)
+    k["build"](b, table, np.full(capacity, -1, dtype=np.int64), chain)
     valid = np.ones(len(p), dtype=bool) if probe_valid is None else probe_valid  # null: no match
     counts, hit = np.empty(len(p), np.int64), np.empty(len(p), np.int64)
     k["count"](p, valid, table, chain, how == "left", counts, hit)
