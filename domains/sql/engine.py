@@ -151,11 +151,12 @@ def _execute(select: exp.Select, catalog: Catalog, comm: Any, options: QueryOpti
     plan = plan_select(resolve_subqueries(select, run), ctes)
     trace.start()
     frames = {}
+    used = _used_after_scans(plan)
     for src in plan.sources:
         if src.subquery is not None:
             frames[src.alias] = _derived(src, catalog, comm, options, trace, ctes)
         else:
-            frames[src.alias] = _scan(src, catalog, comm, options.backend, trace)
+            frames[src.alias] = _scan(src, catalog, comm, options.backend, trace, used)
     frame = _join_all(plan, frames, comm, options, trace)
     if plan.aggregates or plan.group or plan.distinct:
         return _aggregate(plan, frame, comm, options.backend, trace, gather)
@@ -173,14 +174,22 @@ def _derived(src: Source, catalog: Catalog, comm: Any, options: QueryOptions, tr
     return frame
 
 
-def _filter(frame: Frame, *terms: exp.Expression) -> Frame:
-    """Rows where every term is true: one mask, then one pass over each column."""
+def _mask(frame: Frame, terms: list[exp.Expression]) -> Any:
+    """Rows where every term is true (None without terms)."""
     mask = None
     for term in terms:
         m = predicate_mask(evaluate(term, frame), frame.nrows, frame.xp)
         mask = m if mask is None else mask & m
-    if mask is None:
-        return frame
+    return mask
+
+
+def _filter(frame: Frame, *terms: exp.Expression) -> Frame:
+    """Rows where every term is true: one mask, then one pass over each column."""
+    mask = _mask(frame, list(terms))
+    return frame if mask is None else _filter_by_mask(frame, mask)
+
+
+def _filter_by_mask(frame: Frame, mask: Any) -> Frame:
     index = frame.xp.flatnonzero(mask)  # once: faster than a boolean mask per column
     if len(index) == frame.nrows:
         return frame
@@ -191,10 +200,27 @@ def _sql(node: exp.Expression) -> str:
     return node.sql(dialect="duckdb")
 
 
-def _scan(src: Source, catalog: Catalog, comm: Any, backend: Backend, trace: _Trace) -> Frame:
+def _used_after_scans(plan: QueryPlan) -> set[str]:
+    """Column keys the plan reads after the scans: a column only a scan filter reads is not
+    carried (nor gathered by the filter)."""
+    select = plan.select
+    nodes = [*select.expressions, *plan.group, *_having(select), *_order_nodes(select),
+             *(c for e in plan.edges for c in e), *plan.residual,
+             *(t for src in plan.sources for t in src.on)]
+    return {column_key(c) for n in nodes for c in
+            ([n] if isinstance(n, exp.Column) else n.find_all(exp.Column))}
+
+
+def _scan(src: Source, catalog: Catalog, comm: Any, backend: Backend, trace: _Trace,
+          used: set[str]) -> Frame:
+    """This rank's rows of a table, filtered; a column only the filters read is dropped
+    once they have read it (not gathered by the filter, not carried further)."""
     table = ops.table_on(backend, catalog.load(src.table, src.columns, comm))
     frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
-    frame = _filter(frame, *src.filters)
+    mask = _mask(frame, src.filters)
+    if mask is not None:
+        kept = {k: c for k, c in frame.columns.items() if k in used}
+        frame = _filter_by_mask(Frame(kept, frame.nrows) if kept else frame, mask)
     where = f" WHERE {' AND '.join(_sql(t) for t in src.filters)}" if src.filters else ""
     trace.add(f"Scan {src.table} AS {src.alias} [{', '.join(src.columns)}]{where}", frame.nrows)
     return frame
