@@ -265,6 +265,12 @@ def _estimate(x: _Joined, y: _Joined, keys) -> float:
     return x.rows * y.rows / best
 
 
+def _cost(x: _Joined, y: _Joined, keys) -> float:
+    """The estimated result rows, plus the build side's rows twice over: a hash table costs
+    more per row to build than to probe, and a small one stays in cache."""
+    return _estimate(x, y, keys) + 2.0 * min(x.rows, y.rows)
+
+
 def _join_all(plan: QueryPlan, frames: dict[str, Frame], comm: Any, options: QueryOptions,
               trace: _Trace) -> Frame:
     key_names = {column_key(c) for e in plan.edges for c in e}
@@ -281,9 +287,9 @@ def _join_all(plan: QueryPlan, frames: dict[str, Frame], comm: Any, options: Que
             ndv = dict(zip(names, agreed, strict=True))
         parts[src.alias] = _Joined({src.alias}, f, rows, ndv)
     residual = list(plan.residual)
-    # greedy operator ordering: join the two connected groups of tables whose estimated
-    # result is smallest, until one is left (so a fact table meets its most selective
-    # dimension first, not whichever small tables pair up cheapest)
+    # greedy operator ordering: join the two connected groups of tables whose join is
+    # cheapest (_cost), until one is left, so a fact table meets its most selective
+    # dimension first, not whichever small tables pair up cheapest
     groups = list(parts.values())
     while len(groups) > 1:
         candidates = [(i, j, _edge_keys(plan.edges, groups[i].aliases, groups[j].aliases))
@@ -292,7 +298,7 @@ def _join_all(plan: QueryPlan, frames: dict[str, Frame], comm: Any, options: Que
         if not candidates:
             raise UnsupportedSQL(f"tables {sorted(a for g in groups for a in g.aliases)} are "
                                  "not connected by equi-joins (cross joins are not supported)")
-        i, j, keys = min(candidates, key=lambda c: _estimate(groups[c[0]], groups[c[1]], c[2]))
+        i, j, keys = min(candidates, key=lambda c: _cost(groups[c[0]], groups[c[1]], c[2]))
         joined = _join(groups[i], groups[j], plan.edges, "inner", comm, options, trace)
         joined, residual = _apply_residual(joined, residual, trace)
         groups = [g for k, g in enumerate(groups) if k not in (i, j)] + [joined]
