@@ -84,7 +84,7 @@ timeout 150 $PY tests/mpi/check_sql_gpu_engine.py gpu $TPCH 1 3 5 6 10 12 14 19 
   | tee -a "$LOG"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 timeout 120 $PY -m hpc bench join --json --backend gpu 2>&1 | tail -1 | tee -a "$LOG"
-timeout 200 $PY -m hpc bench tpch --json --backend gpu --data $TPCH --no-polars --reps 3 \
+timeout 200 $PY -m hpc bench tpch --json --backend gpu --resident --data $TPCH --no-polars --reps 3 \
   --queries 1,3,5,6,10,12,14,19 2>&1 | tail -1 | tee -a "$LOG"
 fi
 exit $status
