@@ -60,13 +60,8 @@ def hash_join(
     ----------
     xp : module
         The array module of the inputs: CuPy, or NumPy under the CUDA simulator.
-    probe, build : 1-D integer arrays
-        Join keys (any integer dtype; compared as int64).
-    how : {"inner", "left", "semi", "anti"}
-        ``left`` keeps unmatched probe rows with build row ``-1``; ``semi``/``anti`` return the
-        probe rows with / without a match (build rows ``-1``).
-    probe_valid, build_valid : bool arrays, optional
-        Validity masks: a null key matches nothing (SQL semantics).
+    probe, build, how, probe_valid, build_valid
+        As for the CPU :func:`~hpc.domains.sql.join.hash_join`, on the device.
 
     Returns
     -------
