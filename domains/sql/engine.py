@@ -4,10 +4,10 @@ Physical operators (each rank works on its rows; collectives move rows on raw bu
 
 - **Scan**: the table's needed columns of this rank (Parquet row groups or HDF5 row blocks),
   then its pushed filters.
-- **Join order**: greedy operator ordering on estimated result size, ``|A| |B| / max(ndv(a),
-  ndv(b))`` over the join keys (distinct counts estimated on a sample of each scan): the two
-  connected groups of tables with the smallest estimate are joined next; every join builds
-  its hash table on the smaller side.
+- **Join order**: greedy operator ordering: the two connected groups of tables whose join
+  costs least are joined next, the cost being the estimated result ``|A| |B| / max(ndv(a),
+  ndv(b))`` over the join keys (distinct counts estimated on a sample of each scan) plus
+  twice the build side's rows; every join builds its hash table on the smaller side.
 - **Join**: broadcast the smaller side (all-gather) when it has at most ``broadcast_rows``
   rows in all, else hash-partition both sides on the first key (all-to-all shuffle); then the
   local numba hash join. Several keys are combined into one key id per row.
@@ -298,7 +298,7 @@ def _join_all(plan: QueryPlan, frames: dict[str, Frame], comm: Any, options: Que
         if not candidates:
             raise UnsupportedSQL(f"tables {sorted(a for g in groups for a in g.aliases)} are "
                                  "not connected by equi-joins (cross joins are not supported)")
-        i, j, keys = min(candidates, key=lambda c: _cost(groups[c[0]], groups[c[1]], c[2]))
+        i, j, _ = min(candidates, key=lambda c: _cost(groups[c[0]], groups[c[1]], c[2]))
         joined = _join(groups[i], groups[j], plan.edges, "inner", comm, options, trace)
         joined, residual = _apply_residual(joined, residual, trace)
         groups = [g for k, g in enumerate(groups) if k not in (i, j)] + [joined]

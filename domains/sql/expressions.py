@@ -227,13 +227,9 @@ def _lookup(table: np.ndarray, codes: Any) -> Any:
 
 
 def _and_valid(*values: Value) -> np.ndarray | None:
-    masks = [v.valid for v in values if v.valid is not None]
-    if not masks:
-        return None
-    out = masks[0]
-    for m in masks[1:]:
-        out = out & m
-    return out
+    from .ops import all_valid
+
+    return all_valid([v.valid for v in values])
 
 
 # -- arithmetic -------------------------------------------------------------------------------

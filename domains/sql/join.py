@@ -37,6 +37,16 @@ def find(k, table, mask):  # type: ignore[no-untyped-def]
     return -1
 
 
+@njit(inline="always", cache=True)
+def _matches(j, chain, outer):  # type: ignore[no-untyped-def]
+    # rows on the chain starting at build row j (-1: none); an outer join keeps one row
+    c = 0
+    while j != -1:
+        c += 1
+        j = chain[j]
+    return c if c > 0 or not outer else 1
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def count(probe, valid, table, chain, outer, counts, hit):  # type: ignore[no-untyped-def]
     # one lookup per probe row: its first match is kept for the fill pass. The outputs come
@@ -45,11 +55,7 @@ def count(probe, valid, table, chain, outer, counts, hit):  # type: ignore[no-un
     for i in prange(probe.shape[0]):
         j = find(probe[i], table, mask) if valid[i] else -1
         hit[i] = j
-        c = 0
-        while j != -1:
-            c += 1
-            j = chain[j]
-        counts[i] = c if c > 0 or not outer else 1
+        counts[i] = _matches(j, chain, outer)
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -139,12 +145,7 @@ def radix_count(pkeys, porder, pstart, bkeys, border, bstart, outer, counts):  #
     for q in prange(pstart.shape[0] - 1):
         table, chain, mask = _local_table(bkeys, border, bstart[q], bstart[q + 1])
         for i in range(pstart[q], pstart[q + 1]):
-            j = find(pkeys[porder[i]], table, mask)
-            c = 0
-            while j != -1:
-                c += 1
-                j = chain[j]
-            counts[i] = c if c > 0 or not outer else 1
+            counts[i] = _matches(find(pkeys[porder[i]], table, mask), chain, outer)
 
 
 @njit(parallel=True, nogil=True, cache=True)
