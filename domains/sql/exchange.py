@@ -67,15 +67,15 @@ def allgather_columns(columns: dict[str, Column], comm: Any) -> dict[str, Column
     counts = np.asarray(comm.allgather(n), dtype=np.int64)
     displ = np.concatenate([[0], np.cumsum(counts)[:-1]])
     out = {}
-    for name, device in arrays.items():
-        a = to_host(device)
+    for name, local in arrays.items():
+        a = to_host(local)
         item = a.dtype.itemsize
         recv = np.empty(int(counts.sum()), dtype=a.dtype)
         comm.Allgatherv(
             [a.view(np.uint8), MPI.BYTE],
             [recv.view(np.uint8), (counts * item, displ * item), MPI.BYTE],
         )
-        out[name] = array_module(device).asarray(recv)
+        out[name] = array_module(local).asarray(recv)
     return _columns(columns, out)
 
 
