@@ -141,25 +141,49 @@ def group_ids(keys: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
 
 def combine_ids(columns: list[np.ndarray], valids: list[np.ndarray | None],
                 group: Any = None) -> np.ndarray:
-    """One int64 key per row for several key columns (a null is its own value, as SQL's
-    GROUP BY treats it): each column is factorised, then combined pairwise by
-    ``id_a * n_b + id_b`` and refactorised, so no product of cardinalities can overflow.
-    ``group`` is the factorising function (default :func:`group_ids`; the GPU's on device
-    arrays)."""
+    """One int64 key per row for several key columns, equal exactly when every column is
+    equal (a null is its own value, as SQL's GROUP BY treats it).
+
+    Integer columns are packed by arithmetic, ``key * span + (value - lo)``, while the product
+    of their value ranges fits in 62 bits (join keys, dictionary codes, dates: no hashing).
+    Float columns, and the running key once the next range would overflow, are factorised
+    to dense ids first, so no product of cardinalities can overflow. ``group`` is the
+    factorising function (default :func:`group_ids`; the GPU's on device arrays)."""
     group = group or group_ids
-    combined = None
-    for col, valid in zip(columns, valids, strict=True):
-        ids, n, _ = group(col)
-        if valid is not None:  # nulls: one extra id
-            ids = array_module(ids).where(valid, ids, n)
-            n += 1
-        if combined is None:
-            combined = ids
-        else:
-            combined, _, _ = group(combined * n + ids)
-    if combined is None:
+    if not columns:
         raise ValueError("no key columns")
+    xp = array_module(columns[0])
+    combined, span_so_far = None, 1
+    for col, valid in zip(columns, valids, strict=True):
+        if len(col) == 0:
+            return xp.zeros(0, dtype=np.int64)
+        values, lo, span = _packable(xp, col)
+        if values is None:  # floats, or integers too wide to offset safely
+            values, span, _ = group(col)
+            lo = 0
+        else:
+            values = values - lo
+        if valid is not None:  # nulls: one extra value past the range
+            values = xp.where(valid, values, span)
+            span += 1
+        if combined is not None and span_so_far * span >= 1 << 62:
+            combined, span_so_far, _ = group(combined)  # dense ids: the smallest range
+            if span_so_far * span >= 1 << 62:  # two huge ranges: their pairs, densely
+                values, span, _ = group(values)
+        combined = values if combined is None else combined * span + values
+        span_so_far *= span
     return combined
+
+
+def _packable(xp: Any, col: Any) -> tuple[Any, int, int]:
+    """``(int64 values, lo, span)`` of an integer column whose values can be offset by their
+    minimum in int64, else ``(None, 0, 0)``."""
+    if col.dtype.kind not in "biu":
+        return None, 0, 0
+    lo, hi = int(col.min()), int(col.max())
+    if lo < -(1 << 62) or hi >= 1 << 62:
+        return None, 0, 0
+    return col.astype(np.int64, copy=False), lo, hi - lo + 1
 
 
 def reduce_groups(

@@ -541,13 +541,17 @@ def _partial(backend: Backend, key_cols: list[Column], aggs: list[_Agg],
             raise AssertionError("rows without a group")
         key_out = []
     states = []
+    counts: dict[int | None, Any] = {}  # rows per group depend only on the validity mask
     for a, col in zip(aggs, args, strict=True):
         values = None if col is None else col.values
         valid = None if col is None else col.valid
         if values is not None and col.kind in ("string", "bool", "date") and a.op in ("sum",
                                                                                       "avg"):
             raise SQLError(f"type mismatch: {a.op.upper()} of a {col.kind} column")
-        count, _ = ops.reduce_groups(backend, "count", ids, ngroups, values, valid)
+        mask_id = None if valid is None else id(valid)
+        if mask_id not in counts:
+            counts[mask_id] = ops.reduce_groups(backend, "count", ids, ngroups, values, valid)[0]
+        count = counts[mask_id]
         if a.op in ("sum", "avg"):
             total, _ = ops.reduce_groups(backend, "sum", ids, ngroups, values, valid)
             states.append({"sum": total, "count": count})
