@@ -77,6 +77,25 @@ def test_large_join_with_many_duplicates_equals_a_sort_merge_reference():
     assert len(left) == int(mult[a].sum())
 
 
+@pytest.mark.parametrize("matching", [0.001, 0.3, 0.9])
+def test_large_joins_with_few_or_many_matches_equal_duckdb(matching):
+    """Probes large enough to be screened by a match mask first (selective inner joins pair
+    only the matching rows) and semi/anti joins by that mask, with null keys on both sides
+    and duplicate build keys."""
+    from hpc.domains.sql.join import _SCREEN_ROWS
+
+    rng = np.random.default_rng()
+    n = 2 * _SCREEN_ROWS
+    a = rng.integers(0, int(1000 / matching), n)
+    b = rng.integers(0, 1000, 3000)
+    an, bn = rng.random(n) < 0.05, rng.random(len(b)) < 0.05
+    for how in ("inner", "semi", "anti"):
+        left, right = hash_join(a, b, how, probe_valid=~an, build_valid=~bn)
+        got = list(zip(left.tolist(), right.tolist(), strict=True))
+        assert got == sorted(got), "pairs ordered by probe row, then build row"
+        assert got == _duck(a, an, b, bn, how), how
+
+
 def test_bad_join_input_is_refused():
     with pytest.raises(ValueError, match="how"):
         hash_join(np.arange(3), np.arange(3), "outer")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -153,15 +154,18 @@ class Catalog:
     def num_rows(self, name: str) -> int:
         return self._rows[name]
 
-    def load(self, name: str, columns: list[str], comm: Any = None) -> Table:
-        """Collective. This rank's rows of table ``name`` (only ``columns``)."""
+    def load(self, name: str, columns: list[str], comm: Any = None,
+             unsorted: Collection[str] = ()) -> Table:
+        """Collective. This rank's rows of table ``name`` (only ``columns``). String columns
+        in ``unsorted`` may come back with raw :class:`~.strings.Entries` dictionaries (from
+        Parquet), for per-entry predicates only."""
         comm = resolve_comm(comm)
         if name in self._memory:
             t = self._memory[name]
             return Table({c: t[c] for c in columns}) if columns else _rows_only(t)
         if name in self._parquet:
             want = columns or self.columns(name)[:1]
-            parts = [read_parquet(str(f), want, comm) for f in self._parquet[name]]
+            parts = [read_parquet(str(f), want, comm, unsorted) for f in self._parquet[name]]
             table = parts[0] if len(parts) == 1 else _concat(parts, comm)
             return table if columns else _rows_only(table)
         return self._load_hdf5(name, columns, comm)
@@ -187,6 +191,33 @@ class Catalog:
         table = Table(cols)
         merge_dictionaries(table, comm)
         return table if columns else _rows_only(table)
+
+
+class ScanCache:
+    """The columns one query has read: a table scanned again (by a subquery, a view used
+    twice, a self join) is decoded once. Loads go to ``catalog`` for the columns not read
+    yet; a column first read with raw dictionary :class:`~.strings.Entries` is read again
+    when a later scan needs it sorted."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._columns: dict[tuple[str, str], Column] = {}
+
+    def load(self, name: str, columns: list[str], comm: Any = None,
+             unsorted: Collection[str] = ()) -> Table:
+        """Collective. As :meth:`Catalog.load` (every rank reads the same columns, since
+        every rank runs the same plan)."""
+        if not columns:
+            return self.catalog.load(name, columns, comm)
+        missing = [c for c in columns if not self._has(name, c, c in unsorted)]
+        if missing:
+            table = self.catalog.load(name, missing, comm, [c for c in missing if c in unsorted])
+            self._columns.update({(name, c): table[c] for c in missing})
+        return Table({c: self._columns[(name, c)] for c in columns})
+
+    def _has(self, name: str, column: str, unsorted: bool) -> bool:
+        hit = self._columns.get((name, column))
+        return hit is not None and (unsorted or not isinstance(hit.dictionary, strings.Entries))
 
 
 def _rows_only(t: Table) -> Table:

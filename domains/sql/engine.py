@@ -33,11 +33,12 @@ from hpc.backend import Backend, array_module, get_backend
 from hpc.comm import resolve_comm
 
 from . import ops, strings
-from .catalog import Catalog
+from .catalog import Catalog, ScanCache
 from .errors import SQLError, UnsupportedSQL, describe
 from .exchange import allgather_columns, global_rows, partition_by_keys, ship
-from .expressions import Frame, column_key, evaluate, predicate_mask, to_column
+from .expressions import Frame, InSet, column_key, evaluate, predicate_mask, to_column
 from .planner import QueryPlan, Source, aliases_of, parse, plan_select
+from .restrict import restricted
 from .subqueries import resolve_subqueries
 from .table import Column, Table
 
@@ -116,7 +117,8 @@ def query(sql: str, catalog: Catalog, comm: Any = None,
         lines = explain(text[8:], catalog, comm, options).splitlines()
         return Table({"plan": Column(np.arange(len(lines), dtype=np.int32), "string",
                                      np.asarray(lines, dtype=object))})
-    return _execute(parse(sql, catalog), catalog, resolve_comm(comm), options, None, {}, "root")
+    return _execute(parse(sql, catalog), ScanCache(catalog), resolve_comm(comm), options, None,
+                    {}, "root")
 
 
 def explain(sql: str, catalog: Catalog, comm: Any = None,
@@ -125,13 +127,13 @@ def explain(sql: str, catalog: Catalog, comm: Any = None,
     with the rows it produced over all ranks and its seconds on rank 0."""
     comm = resolve_comm(comm)
     trace = _Trace(True, comm)
-    _execute(parse(sql, catalog), catalog, comm, options, trace, {}, "root")
+    _execute(parse(sql, catalog), ScanCache(catalog), comm, options, trace, {}, "root")
     width = max(len(t) for t, _, _ in trace.steps)
     return "\n".join(f"{t:<{width}}  rows={r:<10d} {s * 1e3:9.1f} ms" for t, r, s in trace.steps)
 
 
 # ---------------------------------------------------------------------------------------------
-def _execute(select: exp.Select, catalog: Catalog, comm: Any, options: QueryOptions | None,
+def _execute(select: exp.Select, catalog: ScanCache, comm: Any, options: QueryOptions | None,
              trace: _Trace | None, ctes: dict[str, exp.Select], gather: str) -> Table:
     """Collective. Resolve the subqueries, plan, run. ``gather``: ``"root"`` (the result on
     rank 0), ``"all"`` (on every rank) or ``"none"`` (left where it was computed)."""
@@ -150,24 +152,48 @@ def _execute(select: exp.Select, catalog: Catalog, comm: Any, options: QueryOpti
 
     plan = plan_select(resolve_subqueries(select, run), ctes)
     trace.start()
-    frames = {}
+    frames: dict[str, Frame] = {}
     used = _used_after_scans(plan)
-    for src in plan.sources:
-        if src.subquery is not None:
-            frames[src.alias] = _derived(src, catalog, comm, options, trace, ctes)
-        else:
+    for src in plan.sources:  # the scans first: their keys restrict the derived tables
+        if src.subquery is None:
             frames[src.alias] = _scan(src, catalog, comm, options.backend, trace, used)
-    frame = _join_all(plan, frames, comm, options, trace)
+
+    def derive(src: Source, partners: dict[str, Column]) -> Frame:
+        """A derived table, restricted to the keys its join partners have."""
+        links = []
+        for a, b in [*plan.edges, *_equalities(src.on)]:
+            for mine, other in ((a, b), (b, a)):
+                if mine.table == src.alias and column_key(other) in partners:
+                    links.append((mine.name, partners[column_key(other)]))
+        sub = restricted(src.subquery, links, comm)
+        return _derived(src, sub, catalog, comm, options, trace, ctes)
+
+    scanned = {k: c for f in frames.values() for k, c in f.columns.items()}
+    for src in plan.sources:  # a LEFT JOINed one waits for the rows it is joined to
+        if src.subquery is not None and not src.left_join:
+            frames[src.alias] = derive(src, scanned)
+    frame = _join_all(plan, frames, comm, options, trace, derive)
     if plan.aggregates or plan.group or plan.distinct:
         return _aggregate(plan, frame, comm, options.backend, trace, gather)
     return _finish(plan, frame, list(plan.select.expressions), comm, trace, None, gather)
 
 
-def _derived(src: Source, catalog: Catalog, comm: Any, options: QueryOptions, trace: _Trace,
-             ctes: dict[str, exp.Select]) -> Frame:
-    """A derived table or WITH table, run where its rows are (not gathered), then filtered."""
-    table = ops.table_on(options.backend,
-                         _execute(src.subquery, catalog, comm, options, trace, ctes, "none"))
+def _is_equality(term: exp.Expression) -> bool:
+    return (isinstance(term, exp.EQ) and isinstance(term.this, exp.Column)
+            and isinstance(term.expression, exp.Column))
+
+
+def _equalities(terms: list[exp.Expression]) -> list[tuple[exp.Column, exp.Column]]:
+    """The column = column terms among ``terms`` (a LEFT JOIN's ON)."""
+    return [(t.this, t.expression) for t in terms if _is_equality(t)]
+
+
+def _derived(src: Source, sub: exp.Select, catalog: ScanCache, comm: Any, options: QueryOptions,
+             trace: _Trace, ctes: dict[str, exp.Select]) -> Frame:
+    """A derived table or WITH table (``sub``: its query, perhaps restricted), run where its
+    rows are (not gathered), then filtered."""
+    table = ops.table_on(options.backend, _execute(sub, catalog, comm, options, trace, ctes,
+                                                   "none"))
     frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
     frame = _filter(frame, *src.filters)
     trace.add(f"Derived table {src.alias} [{', '.join(table.columns)}]", frame.nrows)
@@ -211,11 +237,48 @@ def _used_after_scans(plan: QueryPlan) -> set[str]:
             ([n] if isinstance(n, exp.Column) else n.find_all(exp.Column))}
 
 
-def _scan(src: Source, catalog: Catalog, comm: Any, backend: Backend, trace: _Trace,
+def _read_per_entry(node: exp.Column) -> bool:
+    """Whether a column reference is the subject of a predicate decided entry by entry of a
+    string dictionary (LIKE, IN a list or a subquery's set, a comparison with constants)."""
+    parent = node.parent
+
+    def text(e: exp.Expression | None) -> bool:
+        return isinstance(e, exp.Literal) and e.is_string
+
+    if isinstance(parent, exp.Like):
+        return parent.this is node and text(parent.expression)
+    if isinstance(parent, InSet):
+        return parent.this is node
+    if isinstance(parent, exp.In):
+        return (parent.this is node and parent.args.get("query") is None
+                and all(text(e) for e in parent.expressions))
+    if isinstance(parent, exp.Between):
+        return parent.this is node and text(parent.args["low"]) and text(parent.args["high"])
+    if isinstance(parent, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
+        return text(parent.expression if parent.this is node else parent.this)
+    return False
+
+
+def _unsorted_columns(src: Source, used: set[str]) -> set[str]:
+    """Columns only the scan's per-entry string predicates read: their dictionaries need not
+    be sorted (see :class:`~.strings.Entries`). None when the scan keeps no other column,
+    since the filtered frame then carries them on."""
+    if not any(f"{src.alias}.{c}" in used for c in src.columns):
+        return set()
+    refs: dict[str, list[exp.Column]] = {}
+    for term in src.filters:
+        for col in term.find_all(exp.Column):
+            refs.setdefault(col.name, []).append(col)
+    return {c for c in src.columns if f"{src.alias}.{c}" not in used and c in refs
+            and all(_read_per_entry(r) for r in refs[c])}
+
+
+def _scan(src: Source, catalog: ScanCache, comm: Any, backend: Backend, trace: _Trace,
           used: set[str]) -> Frame:
     """This rank's rows of a table, filtered; a column only the filters read is dropped
     once they have read it (not gathered by the filter, not carried further)."""
-    table = ops.table_on(backend, catalog.load(src.table, src.columns, comm))
+    table = ops.table_on(backend, catalog.load(src.table, src.columns, comm,
+                                               _unsorted_columns(src, used)))
     frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
     mask = _mask(frame, src.filters)
     if mask is not None:
@@ -272,7 +335,10 @@ def _cost(x: _Joined, y: _Joined, keys) -> float:
 
 
 def _join_all(plan: QueryPlan, frames: dict[str, Frame], comm: Any, options: QueryOptions,
-              trace: _Trace) -> Frame:
+              trace: _Trace, derive) -> Frame:
+    """Inner joins in greedy cost order, residual filters as soon as their tables meet, then
+    the LEFT JOINs in query order (``derive(src, columns)`` runs a LEFT JOINed derived table
+    restricted to the keys of the joined ``columns``)."""
     key_names = {column_key(c) for e in plan.edges for c in e}
     parts = {}
     for src in plan.sources:
@@ -306,7 +372,9 @@ def _join_all(plan: QueryPlan, frames: dict[str, Frame], comm: Any, options: Que
     current, residual = _apply_residual(current, residual, trace)
     for src in plan.sources:
         if src.left_join:
-            current = _left_join(current, src, frames[src.alias], comm, options, trace)
+            frame = frames[src.alias] if src.alias in frames else derive(
+                src, current.frame.columns)
+            current = _left_join(current, src, frame, comm, options, trace)
     current, residual = _apply_residual(current, residual, trace)
     if residual:
         raise SQLError(f"condition refers to unknown tables: {describe(residual[0])}")
@@ -327,15 +395,12 @@ def _apply_residual(current: _Joined, residual: list[exp.Expression], trace: _Tr
 
 def _left_join(current: _Joined, src: Source, frame: Frame, comm: Any, options: QueryOptions,
                trace: _Trace) -> _Joined:
-    edges = []
+    edges = _equalities(src.on)
     for term in src.on:
         refs = aliases_of(term)
         if refs == {src.alias}:
             frame = _filter(frame, term)
-        elif (isinstance(term, exp.EQ) and isinstance(term.this, exp.Column)
-              and isinstance(term.expression, exp.Column)):
-            edges.append((term.this, term.expression))
-        else:
+        elif not _is_equality(term):
             raise UnsupportedSQL(f"LEFT JOIN ... ON term {describe(term)}: only equalities "
                                  "between the two sides and filters of the joined table")
     keys = _edge_keys(edges, current.aliases, {src.alias})

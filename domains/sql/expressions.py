@@ -96,11 +96,9 @@ def _in_set(node: InSet, frame: Frame) -> Value:
     elif is_device_array(v.values):
         hit = array_module(v.values).isin(v.values, array_module(v.values).asarray(values))
     elif values.dtype.kind in "iub" and v.values.dtype.kind in "iub" and not v.scalar:
-        from .join import hash_join  # a semi join: hashing beats np.isin's sort on big sets
+        from .join import matched  # a semi join: hashing beats np.isin's sort on big sets
 
-        rows, _ = hash_join(v.values, values.astype(np.int64), "semi")
-        hit = np.zeros(len(v.values), bool)
-        hit[rows] = True
+        hit = matched(v.values, values)
     else:
         hit = np.isin(v.values, values)
     if node.meta.get("exists"):
@@ -338,6 +336,10 @@ _CMP = {
 }
 
 
+_ARROW_CMP = {exp.EQ: "equal", exp.NEQ: "not_equal", exp.GT: "greater",
+              exp.GTE: "greater_equal", exp.LT: "less", exp.LTE: "less_equal"}
+
+
 def _text_bound(dictionary: np.ndarray, text: str, op: type) -> tuple[Any, type]:
     """A code threshold equivalent to comparing strings with ``text`` (dictionary sorted)."""
     lo = strings.bound(dictionary, text, "left")
@@ -370,6 +372,9 @@ def _compare(node: exp.Binary, frame: Frame) -> Value:
         mirror = {exp.LT: exp.GT, exp.GT: exp.LT, exp.LTE: exp.GTE, exp.GTE: exp.LTE}
         a, b, op = b, a, mirror.get(op, op)
     valid = _and_valid(a, b)
+    if a.kind == "string" and b.kind == "text" and isinstance(a.dictionary, strings.Entries):
+        table = strings.compare(a.dictionary, b.text or "", _ARROW_CMP[op])
+        return Value(_lookup(table, a.values), "bool", valid=valid)
     if a.kind == "string" and b.kind == "text":
         code, op = _text_bound(a.dictionary, b.text or "", op)
         return Value(_CMP[op](a.values, code), "bool", valid=valid)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["hash_join", "HOW"]
+__all__ = ["hash_join", "matched", "HOW"]
 
 HOW = ("inner", "left", "semi", "anti")
 _kernels: dict[str, Any] = {}
@@ -56,6 +56,14 @@ def count(probe, valid, table, chain, outer, counts, hit):  # type: ignore[no-un
         j = find(probe[i], table, mask) if valid[i] else -1
         hit[i] = j
         counts[i] = _matches(j, chain, outer)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def contains(probe, valid, table, out):  # type: ignore[no-untyped-def]
+    # whether each probe row has a match: one byte per row, not count + first hit (16)
+    mask = table.shape[0] - 1
+    for i in prange(probe.shape[0]):
+        out[i] = valid[i] and find(probe[i], table, mask) != -1
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -186,10 +194,14 @@ def _radix_join(p: np.ndarray, b: np.ndarray, outer: bool) -> tuple[np.ndarray, 
 
 # inputs at least this large (build rows, probe rows) take the radix-partitioned path
 RADIX_MIN = (1 << 17, 1 << 19)
+# an inner join probing this many rows first finds which match (a byte per row), and pairs
+# only those when they are fewer than half: a 6M-row probe of a few thousand keys then
+# writes 6 MB, not the 144 MB of counts, first hits and offsets
+_SCREEN_ROWS = 1 << 16
 
 
 def _compile() -> dict[str, Any]:
-    return {"build": build_table, "count": count, "fill": fill}
+    return {"build": build_table, "count": count, "fill": fill, "contains": contains}
 
 
 def hash_join(
@@ -240,22 +252,49 @@ def hash_join(
             hit = right >= 0
             right[hit] = kept[right[hit]]
         return left, right
-    capacity = _capacity(len(b))
-    table = np.full((capacity, 2), -1, dtype=np.int64)
-    chain = np.full(max(len(b), 1), -1, dtype=np.int64)
-    k["build"](b, table, np.full(capacity, -1, dtype=np.int64), chain)
+    table, chain = _hash_table(b)
     valid = np.ones(len(p), dtype=bool) if probe_valid is None else probe_valid  # null: no match
+    rows = None
+    if how != "left" and (how != "inner" or len(p) >= _SCREEN_ROWS):
+        hit_mask = np.empty(len(p), dtype=bool)
+        k["contains"](p, valid, table, hit_mask)
+        if how != "inner":
+            rows = np.flatnonzero(hit_mask if how == "semi" else ~hit_mask)
+            return rows, np.full(len(rows), -1, dtype=np.int64)
+        if 2 * int(np.count_nonzero(hit_mask)) < len(p):  # a selective join: pairs of the
+            rows = np.flatnonzero(hit_mask)  # matching rows only (smaller passes below)
+            p, valid = p[rows], np.ones(len(rows), dtype=bool)
     counts, hit = np.empty(len(p), np.int64), np.empty(len(p), np.int64)
     k["count"](p, valid, table, chain, how == "left", counts, hit)
-    if how in ("semi", "anti"):
-        rows = np.flatnonzero(counts > 0 if how == "semi" else counts == 0)
-        return rows, np.full(len(rows), -1, dtype=np.int64)
     offsets = np.zeros(len(p) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     left = np.empty(int(offsets[-1]), dtype=np.int64)
     right = np.empty(int(offsets[-1]), dtype=np.int64)
     k["fill"](hit, chain, offsets, left, right)
+    if rows is not None:  # back to the caller's probe rows
+        left = rows[left]
     if build_valid is not None:  # back to the caller's build rows
         hit = right >= 0
         right[hit] = kept[right[hit]]
     return left, right
+
+
+def matched(probe: np.ndarray, build: np.ndarray) -> np.ndarray:
+    """Whether each probe key is among the build keys (``np.isin`` by hashing: a semi join
+    that returns its mask)."""
+    if not _kernels:
+        _kernels.update(_compile())
+    p = probe.astype(np.int64, copy=False)
+    table, _ = _hash_table(build.astype(np.int64, copy=False))
+    out = np.empty(len(p), dtype=bool)
+    _kernels["contains"](p, np.ones(len(p), dtype=bool), table, out)
+    return out
+
+
+def _hash_table(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The open-addressing table of build keys ``b`` and its chains of equal keys."""
+    capacity = _capacity(len(b))
+    table = np.full((capacity, 2), -1, dtype=np.int64)
+    chain = np.full(max(len(b), 1), -1, dtype=np.int64)
+    _kernels["build"](b, table, np.full(capacity, -1, dtype=np.int64), chain)
+    return table, chain

@@ -198,8 +198,10 @@ def plan_select(select: exp.Select, ctes: dict[str, exp.Select] | None = None) -
         else:
             raise UnsupportedSQL(f"FROM item {describe(t)}: only tables and subqueries")
         on = conjuncts(j.args.get("on")) if j is not None else []
-        if j is not None and j.side == "LEFT":
-            src.left_join, src.on = True, on
+        if j is not None and j.side == "LEFT":  # the joined table's own terms filter its scan
+            src.left_join = True
+            src.filters = [t for t in on if aliases_of(t) == {src.alias}]
+            src.on = [t for t in on if aliases_of(t) != {src.alias}]
         else:
             if sources and any(s.left_join for s in sources):
                 raise UnsupportedSQL(f"an inner join after a LEFT JOIN: {describe(j)}")

@@ -12,18 +12,49 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "allgather", "arrow", "to_numpy", "sort_order", "sort_unique", "bound", "like", "isin",
-    "merge", "remap",
-    "substring",
+    "Entries", "compare", "allgather", "arrow", "to_numpy", "sort_order", "sort_unique",
+    "bound", "like", "isin", "merge", "remap", "substring",
 ]
 
 _by_id: dict[int, tuple[Any, Any]] = {}
 
 
-def arrow(dictionary: np.ndarray) -> Any:
+class Entries:
+    """The dictionary of a string column read only by per-entry predicates (LIKE, IN, a
+    comparison with a constant): Parquet's dictionaries as they are, an Arrow string array in
+    no order and with repeats. Sorting a big dictionary and making Python strings of it costs
+    more than the predicates (TPC-H's comments), and a column only a scan filter reads never
+    needs either. Entries cannot be indexed, so an operator that needs a sorted dictionary
+    fails loudly instead of misreading codes."""
+
+    __slots__ = ("words",)
+
+    def __init__(self, words: Any) -> None:
+        self.words = words
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+
+def compare(dictionary: np.ndarray | Entries, text: str, op: str) -> np.ndarray:
+    """Per entry: ``entry <op> text`` (``op``: an Arrow compare function such as ``"less"``),
+    in byte order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if len(dictionary) == 0:
+        return np.zeros(0, bool)
+    words = arrow(dictionary)
+    literal = pa.scalar(text, type=words.type)
+    return pc.call_function(op, [words, literal]).to_numpy(zero_copy_only=False)
+
+
+def arrow(dictionary: np.ndarray | Entries) -> Any:
     """The dictionary as a ``pyarrow.StringArray`` (cached per array object)."""
     import pyarrow as pa
 
+    if isinstance(dictionary, Entries):
+        return dictionary.words
     hit = _by_id.get(id(dictionary))
     if hit is not None and hit[0]() is dictionary:
         return hit[1]

@@ -8,6 +8,7 @@ strings; nulls as a boolean validity mask (``valid``, None when there are none).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,11 +110,12 @@ class Table:
 
     # -- interop --------------------------------------------------------------------------
     @classmethod
-    def from_arrow(cls, table: Any) -> Table:
-        """From a ``pyarrow.Table`` (chunks combined; decimals to float64)."""
-        return cls(
-            {name: _from_arrow_column(name, table.column(name)) for name in table.column_names}
-        )
+    def from_arrow(cls, table: Any, unsorted: Collection[str] = ()) -> Table:
+        """From a ``pyarrow.Table`` (chunks combined; decimals to float64). String columns
+        named in ``unsorted`` keep their dictionaries as :class:`~.strings.Entries`: only
+        per-entry predicates may read them."""
+        return cls({name: _from_arrow_column(name, table.column(name), name not in unsorted)
+                    for name in table.column_names})
 
     def to_arrow(self) -> Any:
         """A ``pyarrow.Table`` (strings decoded, dates as date32, nulls restored)."""
@@ -144,7 +146,7 @@ class Table:
         return self.to_arrow().to_pandas()
 
 
-def _from_arrow_column(name: str, chunked: Any) -> Column:
+def _from_arrow_column(name: str, chunked: Any, sort: bool = True) -> Column:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -158,7 +160,7 @@ def _from_arrow_column(name: str, chunked: Any) -> Column:
         t = pa.dictionary(pa.int32(), pa.string())
         chunks = [pc.dictionary_encode(c.cast(pa.string()).fill_null("")) for c in chunks]
     if pa.types.is_dictionary(t):
-        codes, dictionary = _dictionary_codes(chunks, len(chunked))
+        codes, dictionary = _dictionary_codes(chunks, len(chunked), sort)
         return Column(codes, "string", dictionary, valid)
     if pa.types.is_decimal(t):
         return Column(_decimal_to_float(chunks, len(chunked)), "float", None, valid)
@@ -181,10 +183,11 @@ def _concat(chunks: list[Any], fill: Any) -> np.ndarray:
     return np.concatenate([_numpy(c, fill) for c in chunks])
 
 
-def _dictionary_codes(chunks: list[Any], n: int) -> tuple[np.ndarray, np.ndarray]:
+def _dictionary_codes(chunks: list[Any], n: int, sort: bool = True) -> tuple[np.ndarray, Any]:
     """int32 codes and one sorted dictionary for dictionary-encoded chunks (each row group has
     its own dictionary): the chunks' dictionaries sorted together once, duplicates merged, no
-    ``unify_dictionaries`` (a hash table over every string, as slow as the sort)."""
+    ``unify_dictionaries`` (a hash table over every string, as slow as the sort). Without
+    ``sort``, the chunks' dictionaries concatenated as :class:`~.strings.Entries`."""
     import pyarrow as pa
 
     from .scan_kernels import codes_into
@@ -203,14 +206,17 @@ def _dictionary_codes(chunks: list[Any], n: int) -> tuple[np.ndarray, np.ndarray
             p.nbytes for p in parts) >= 2**31:
         parts = [p.cast(pa.large_string()) for p in parts]
     entries = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
-    unique, lookup = strings.sort_unique(entries)
+    if sort:
+        unique, lookup = strings.sort_unique(entries)
+    else:
+        unique, lookup = entries, np.arange(len(entries), dtype=np.int32)
     codes = np.zeros(n, dtype=np.int32)
     start = 0
     for c, base in zip(chunks, bases, strict=True):
         if len(c) and len(c.dictionary):  # an empty dictionary: every row null, code 0
             codes_into(codes, start, lookup, base, _numpy(c.indices, 0))
         start += len(c)
-    return codes, strings.to_numpy(unique)
+    return codes, strings.to_numpy(unique) if sort else strings.Entries(unique)
 
 
 def _numpy(arr: Any, fill: Any) -> np.ndarray:
@@ -252,11 +258,13 @@ def _is_text(t: Any) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
-def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None) -> Table:
+def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
+                 unsorted: Collection[str] = ()) -> Table:
     """Collective. This rank's part of a Parquet file: whole row groups when there are at
     least as many as ranks (contiguous runs, balanced by rows), else a contiguous row range.
     String dictionaries are merged over the ranks (buffer-based), so codes mean the same
-    string everywhere and can be shuffled."""
+    string everywhere and can be shuffled; those of the ``unsorted`` string columns stay
+    this rank's raw :class:`~.strings.Entries` (see :meth:`Table.from_arrow`)."""
     import pyarrow.parquet as pq
 
     from hpc.comm import resolve_comm
@@ -287,7 +295,7 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None) 
         n = pf.metadata.num_rows
         lo, hi = rank * n // size, (rank + 1) * n // size
         arrow = pf.read(columns=columns).slice(lo, hi - lo)
-    return merge_dictionaries(Table.from_arrow(arrow), comm)
+    return merge_dictionaries(Table.from_arrow(arrow, unsorted), comm)
 
 
 def merge_dictionaries(table: Table, comm: Any) -> Table:
@@ -296,7 +304,7 @@ def merge_dictionaries(table: Table, comm: Any) -> Table:
     if comm.Get_size() == 1:
         return table
     for c in table.columns.values():
-        if c.kind == "string":
+        if c.kind == "string" and not isinstance(c.dictionary, strings.Entries):
             everyone, base = strings.allgather(comm, c.dictionary)
             merged, code = strings.sort_unique(everyone)
             remap = code[base : base + len(c.dictionary)]
