@@ -119,8 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hpc`` console script."""
     from hpc.comm import install_excepthook
+    from hpc.memory import keep_freed_memory
 
     install_excepthook()
+    keep_freed_memory()  # columnar kernels reuse their memory instead of faulting it in
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 

@@ -1,0 +1,48 @@
+"""hpc.memory: with freed memory kept, large arrays come from the heap and are reused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+_PROBE = r"""
+import ctypes, sys
+import numpy as np
+from hpc.memory import keep_freed_memory
+
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Mallinfo2
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+before = libc.mallinfo2().hblkhd  # bytes in mmap'd blocks
+a = np.ones(100 << 17)  # 100 MB
+mapped = libc.mallinfo2().hblkhd - before
+del a
+free_after = libc.mallinfo2().fordblks  # free bytes kept in the heap
+print(mapped, free_after)
+"""
+
+
+def _probe(mode: str) -> tuple[int, int]:
+    out = subprocess.run([sys.executable, "-c", _PROBE, mode], capture_output=True, text=True,
+                         timeout=120, check=True)
+    mapped, free_after = map(int, out.stdout.split())
+    return mapped, free_after
+
+
+def test_large_arrays_come_from_the_heap_and_stay_there():
+    pytest.importorskip("numpy")
+    try:
+        default_mapped, _ = _probe("default")
+    except subprocess.CalledProcessError as exc:  # no mallinfo2: not glibc 2.33+
+        pytest.skip(f"glibc's mallinfo2 is not available: {exc.stderr.strip()[-200:]}")
+    kept_mapped, kept_free = _probe("keep")
+    assert default_mapped >= 100 << 20  # glibc's default: a 100 MB array is its own mmap
+    assert kept_mapped == 0  # kept: from the heap
+    assert kept_free >= 100 << 20  # and freeing it leaves the pages to the process
