@@ -282,3 +282,61 @@ def test_filter_only_strings_skip_the_dictionary_sort(tmp_path, monkeypatch, whe
     con.register("t", frame)
     ref = con.execute(sql).df()
     assert len(ref) and same_rows(ours, ref, ordered=True) is None, (ours, ref)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_join_on_integer_and_float_keys_equals_duckdb(seed):
+    """An inner join on an integer key and a float key (nulls, 0.0 and -0.0, duplicates):
+    hashed on the integer key, the float key compared on the pairs."""
+    rng = np.random.default_rng()
+    n, m = 3000, 500
+    floats = np.array([0.0, -0.0, 0.5, 1.25, -3.0, 1e300])
+
+    def frame(rows: int, name: str):
+        x = floats[rng.integers(0, len(floats), rows)]
+        return pd.DataFrame({
+            "k": rng.integers(0, 50, rows),
+            "x": pd.array(np.where(rng.random(rows) < 0.1, np.nan, x), dtype="Float64"),
+            name: np.arange(rows),
+        })
+
+    left, right = frame(n, "i"), frame(m, "j")
+    left.loc[left["x"].isna(), "x"] = pd.NA
+    right.loc[right["x"].isna(), "x"] = pd.NA
+    catalog = Catalog()
+    catalog.register("t", Table.from_pandas(left))
+    catalog.register("u", Table.from_pandas(right))
+    sql = ("select t.i, u.j, t.x from t join u on t.k = u.k and t.x = u.x "
+           "order by t.i, u.j")
+    ours = query(sql, catalog).to_pandas()
+    con = duckdb.connect()
+    con.register("t", left)
+    con.register("u", right)
+    ref = con.execute(sql).df()
+    assert len(ref) > 1000 and same_rows(ours, ref, ordered=True) is None, (ours, ref)
+
+
+@pytest.mark.parametrize("cut", [5, 50, 900])
+def test_costly_terms_on_the_rows_cheap_terms_keep_equal_duckdb(cut):
+    """Scan filters on a table large enough that, once the cheap terms keep under a quarter
+    of the rows, LIKE, IN and a subquery's semi join run on those rows only."""
+    rng = np.random.default_rng()
+    n = 200_000
+    words = np.array(["abc", "xaby", "b", "", "zab", "q"], dtype=object)
+    s = words[rng.integers(0, len(words), n)]
+    s[rng.random(n) < 0.05] = None
+    t = pd.DataFrame({"k": rng.integers(0, 5000, n), "d": rng.integers(0, 1000, n),
+                      "s": pd.array(s, dtype="string")})
+    u = pd.DataFrame({"k": rng.integers(0, 5000, 3000)})
+    catalog = Catalog()
+    catalog.register("t", Table.from_pandas(t))
+    catalog.register("u", Table.from_pandas(u))
+    sql = (f"select count(*) as n, sum(t.k) as sk from t where t.d < {cut} "
+           "and t.s like '%ab%' and t.s not in ('zab') "
+           "and t.k in (select u.k from u where u.k > 10)")
+    ours = query(sql, catalog).to_pandas()
+    con = duckdb.connect()
+    con.register("t", t)
+    con.register("u", u)
+    ref = con.execute(sql).df()
+    assert int(ref["n"][0]) > 0 and same_rows(ours, ref, ordered=True) is None, (ours, ref)

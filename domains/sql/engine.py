@@ -127,6 +127,7 @@ def explain(sql: str, catalog: Catalog, comm: Any = None,
     with the rows it produced over all ranks and its seconds on rank 0."""
     comm = resolve_comm(comm)
     trace = _Trace(True, comm)
+    trace.start()  # a subquery run before the plan is timed from here
     _execute(parse(sql, catalog), ScanCache(catalog), comm, options, trace, {}, "root")
     width = max(len(t) for t, _, _ in trace.steps)
     return "\n".join(f"{t:<{width}}  rows={r:<10d} {s * 1e3:9.1f} ms" for t, r, s in trace.steps)
@@ -200,12 +201,30 @@ def _derived(src: Source, sub: exp.Select, catalog: ScanCache, comm: Any, option
     return frame
 
 
+_COSTLY = (InSet, exp.Like, exp.In, exp.Substring)  # hash probes, string scans: run last
+_NARROW = 4  # once terms keep under 1/_NARROW of the rows, the rest run on those rows only
+
+
 def _mask(frame: Frame, terms: list[exp.Expression]) -> Any:
-    """Rows where every term is true (None without terms)."""
-    mask = None
-    for term in terms:
-        m = predicate_mask(evaluate(term, frame), frame.nrows, frame.xp)
-        mask = m if mask is None else mask & m
+    """Rows where every term is true (None without terms). Cheap terms run first; once they
+    keep few rows, the costly ones (a semi join's probe, LIKE) run on those rows only."""
+    xp = frame.xp
+    mask, rows = None, None
+    for term in sorted(terms, key=lambda t: any(True for _ in t.find_all(*_COSTLY))):
+        if rows is None and mask is not None and frame.nrows >= 1 << 16:
+            if _NARROW * int(xp.count_nonzero(mask)) < frame.nrows:
+                rows = xp.flatnonzero(mask)
+        if rows is None:
+            m = predicate_mask(evaluate(term, frame), frame.nrows, xp)
+            mask = m if mask is None else mask & m
+            continue
+        needed = {column_key(c) for c in term.find_all(exp.Column)}
+        sub = Frame({k: c.gather(rows) for k, c in frame.columns.items() if k in needed},
+                    len(rows))
+        rows = rows[predicate_mask(evaluate(term, sub), len(rows), xp)]
+    if rows is not None:
+        mask = xp.zeros(frame.nrows, dtype=bool)
+        mask[rows] = True
     return mask
 
 
@@ -438,6 +457,15 @@ def _join(x: _Joined, y: _Joined, edges, how: str, comm: Any, options: QueryOpti
         x, y = y, x
         keys = [(b, a) for a, b in keys]
     probe_cols, build_cols = dict(x.frame.columns), dict(y.frame.columns)
+
+    def inexact(pair) -> bool:  # a float key: hashing its bits needs a hash factorisation
+        return "float" in (probe_cols[column_key(pair[0])].kind,
+                           build_cols[column_key(pair[1])].kind)
+
+    keys = sorted(keys, key=inexact)  # integer keys first: they pack into one hash key
+    exact = sum(not inexact(k) for k in keys)
+    if how != "inner" or exact == 0:
+        exact = len(keys)
     kp, kb = [], []
     for i, (a, b) in enumerate(keys):
         pa, pb = probe_cols[column_key(a)], build_cols[column_key(b)]
@@ -457,10 +485,13 @@ def _join(x: _Joined, y: _Joined, edges, how: str, comm: Any, options: QueryOpti
     else:
         strategy = "local"
     backend = options.backend
-    pkey, pvalid, bkey, bvalid = _combined_keys(backend, [probe_cols[k] for k in kp],
-                                                [build_cols[k] for k in kb])
+    pkey, pvalid, bkey, bvalid = _combined_keys(backend, [probe_cols[k] for k in kp[:exact]],
+                                                [build_cols[k] for k in kb[:exact]])
     left, right = ops.hash_join(backend, pkey, bkey, "left" if how == "left" else "inner",
                                 pvalid, bvalid)
+    if exact < len(keys):  # an inner join's float keys: compared on the pairs
+        left, right = _equal_pairs(left, right, [probe_cols[k] for k in kp[exact:]],
+                                   [build_cols[k] for k in kb[exact:]])
     out = {n: c.take(left) for n, c in probe_cols.items() if not n.startswith("\0key")}
     out.update({n: c.take(right) for n, c in build_cols.items() if not n.startswith("\0key")})
     frame = Frame(out, len(left))
@@ -469,6 +500,19 @@ def _join(x: _Joined, y: _Joined, edges, how: str, comm: Any, options: QueryOpti
               f"{'+'.join(sorted(y.aliases))}) ON {on}", frame.nrows)
     rows = global_rows(frame.nrows, comm)
     return _Joined(x.aliases | y.aliases, frame, rows, {**y.ndv, **x.ndv})
+
+
+def _equal_pairs(left: Any, right: Any, probe: list[Column], build: list[Column]):
+    """The pairs whose remaining keys are equal (and not null) on both sides."""
+    keep = None
+    for p, b in zip(probe, build, strict=True):
+        same = p.values[left] == b.values[right]
+        for valid, rows in ((p.valid, left), (b.valid, right)):
+            if valid is not None:
+                same &= valid[rows]
+        keep = same if keep is None else keep & same
+    rows = array_module(left).flatnonzero(keep)
+    return left[rows], right[rows]
 
 
 def _combined_keys(backend: Backend, probe: list[Column], build: list[Column]):

@@ -299,21 +299,27 @@ def _match_fraction(p: np.ndarray, valid: np.ndarray, b: np.ndarray) -> float:
     keys = sample[valid[::step]]
     if len(keys) == 0 or len(b) == 0:
         return 0.0
-    table, _ = _hash_table(keys)
-    present = np.empty(len(b), dtype=bool)
-    _kernels["contains"](b, np.ones(len(b), dtype=bool), table, present)
+    present = _contains(b, _hash_table(keys)[0])
     return float(np.count_nonzero(np.isin(keys, b[present]))) / len(sample)
 
 
 def matched(probe: np.ndarray, build: np.ndarray) -> np.ndarray:
     """Whether each probe key is among the build keys (``np.isin`` by hashing: a semi join
-    that returns its mask)."""
+    that returns its mask). The table is built on the smaller side: with many more build
+    keys, they stream through a table of the probe keys, and only the ones found there make
+    the table the probe rows look up."""
     if not _kernels:
         _kernels.update(_compile())
     p = probe.astype(np.int64, copy=False)
-    table, _ = _hash_table(build.astype(np.int64, copy=False))
-    out = np.empty(len(p), dtype=bool)
-    _kernels["contains"](p, np.ones(len(p), dtype=bool), table, out)
+    b = build.astype(np.int64, copy=False)
+    if len(b) > 4 * len(p):
+        b = b[_contains(b, _hash_table(p)[0])]  # only the build keys some probe row has
+    return _contains(p, _hash_table(b)[0])
+
+
+def _contains(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
+    out = np.empty(len(keys), dtype=bool)
+    _kernels["contains"](keys, np.ones(len(keys), dtype=bool), table, out)
     return out
 
 
