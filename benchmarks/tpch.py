@@ -134,6 +134,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
     geo_time = lambda key: math.exp(  # noqa: E731
         sum(math.log(e[key]) for e in per_query.values()) / len(per_query))
+    ran_polars = [k for k, e in per_query.items() if e["polars_s"] is not None]
     return {
         "bench": "tpch",
         "backend": backend.name,
@@ -142,8 +143,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                  "resident": bool(args.resident)},
         "ours": {"geomean_s": geo_time("ours_s")},
         "peers": {"duckdb": {"geomean_s": geo_time("duckdb_s"), "threads": threads},
-                  "polars": {"queries_run": [k for k, e in per_query.items()
-                                             if e["polars_s"] is not None]}},
+                  "polars": {"queries_run": ran_polars,
+                             "geomean_s": geo_time("polars_s") if len(ran_polars) == len(
+                                 per_query) else None}},
         "ratio": geo,
         "limits": {"target_ratio": 1 / 1.5 if not backend.is_gpu else 5.0},
         "queries": per_query,

@@ -83,9 +83,10 @@ def fill(hit, chain, offsets, left, right):  # type: ignore[no-untyped-def]
 
 # -- radix-partitioned join for large inputs: per-partition hash tables that fit in cache ---
 @njit(nogil=True, cache=True)
-def radix_partition(keys, bits, part, order):  # type: ignore[no-untyped-def]
-    # rows grouped by the top bits of their key hash (stable) into order; the partition
-    # starts returned (part: scratch of len(keys))
+def radix_partition(keys, bits, part, order, grouped):  # type: ignore[no-untyped-def]
+    # rows grouped by the top bits of their key hash (stable): their row numbers into order
+    # and their keys into grouped, so the passes after read keys in order, not scattered
+    # (part: scratch of len(keys)); the partition starts returned
     n = keys.shape[0]
     nparts = 1 << bits
     start = np.zeros(nparts + 1, dtype=np.int64)
@@ -100,17 +101,18 @@ def radix_partition(keys, bits, part, order):  # type: ignore[no-untyped-def]
     for i in range(n):
         q = part[i]
         order[pos[q]] = i
+        grouped[pos[q]] = keys[i]
         pos[q] += 1
     return start
 
 
 @njit(inline="always", cache=True)
-def _fill_table(bkeys, border, b0, b1, table, last, chain):  # type: ignore[no-untyped-def]
+def _fill_table(keys, table, last, chain):  # type: ignore[no-untyped-def]
     # slots interleave (key, first row) so a probe touches one cache line; equal keys chain
-    # in row order
+    # in row order (rows: positions in keys)
     mask = table.shape[0] - 1
-    for j in range(b1 - b0):
-        k = bkeys[border[b0 + j]]
+    for j in range(keys.shape[0]):
+        k = keys[j]
         s = slot_of(k, mask)
         while table[s, 1] != -1 and table[s, 0] != k:
             s = (s + 1) & mask
@@ -126,7 +128,7 @@ def _fill_table(bkeys, border, b0, b1, table, last, chain):  # type: ignore[no-u
 def build_table(bkeys, table, last, chain):  # type: ignore[no-untyped-def]
     # the whole build side into arrays NumPy allocated (huge-page backed: a large table
     # allocated inside numba faults in 4 KiB pages)
-    _fill_table(bkeys, np.arange(bkeys.shape[0]), 0, bkeys.shape[0], table, last, chain)
+    _fill_table(bkeys, table, last, chain)
 
 
 def _capacity(m: int) -> int:
@@ -134,36 +136,36 @@ def _capacity(m: int) -> int:
 
 
 @njit(inline="always", cache=True)
-def _local_table(bkeys, border, b0, b1):  # type: ignore[no-untyped-def]
-    # hash table of build rows border[b0:b1] (a cache-sized radix partition)
-    m = b1 - b0
+def _local_table(keys):  # type: ignore[no-untyped-def]
+    # hash table of one cache-sized radix partition's build keys
+    m = keys.shape[0]
     capacity = 16
     while capacity < 2 * m:
         capacity *= 2
     table = np.full((capacity, 2), -1, dtype=np.int64)
     last = np.full(capacity, -1, dtype=np.int64)
     chain = np.full(max(m, 1), -1, dtype=np.int64)
-    _fill_table(bkeys, border, b0, b1, table, last, chain)
+    _fill_table(keys, table, last, chain)
     return table, chain, capacity - 1
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def radix_count(pkeys, porder, pstart, bkeys, border, bstart, outer, counts):  # type: ignore[no-untyped-def]
-    # counts by position in porder (every position is written)
+def radix_count(pkeys, pstart, bkeys, bstart, outer, counts):  # type: ignore[no-untyped-def]
+    # counts by position in the partitioned order (every position is written)
     for q in prange(pstart.shape[0] - 1):
-        table, chain, mask = _local_table(bkeys, border, bstart[q], bstart[q + 1])
+        table, chain, mask = _local_table(bkeys[bstart[q] : bstart[q + 1]])
         for i in range(pstart[q], pstart[q + 1]):
-            counts[i] = _matches(find(pkeys[porder[i]], table, mask), chain, outer)
+            counts[i] = _matches(find(pkeys[i], table, mask), chain, outer)
 
 
 @njit(parallel=True, nogil=True, cache=True)
 def radix_fill(pkeys, porder, pstart, bkeys, border, bstart, offsets, left, right):  # type: ignore[no-untyped-def]
     for q in prange(pstart.shape[0] - 1):
         b0 = bstart[q]
-        table, chain, mask = _local_table(bkeys, border, b0, bstart[q + 1])
+        table, chain, mask = _local_table(bkeys[b0 : bstart[q + 1]])
         for i in range(pstart[q], pstart[q + 1]):
             o = offsets[i]
-            j = find(pkeys[porder[i]], table, mask)
+            j = find(pkeys[i], table, mask)
             if j == -1 and o < offsets[i + 1]:
                 left[o] = porder[i]
                 right[o] = -1
@@ -181,15 +183,16 @@ def _radix_join(p: np.ndarray, b: np.ndarray, outer: bool) -> tuple[np.ndarray, 
     bits = int(min(14, max(4, np.ceil(np.log2(max(len(b), 1) / 1024)))))
     scratch = np.empty(max(len(p), len(b)), dtype=np.int64)
     porder, border = np.empty(len(p), np.int64), np.empty(len(b), np.int64)
-    pstart = radix_partition(p, bits, scratch, porder)
-    bstart = radix_partition(b, bits, scratch, border)
+    pkeys, bkeys = np.empty(len(p), np.int64), np.empty(len(b), np.int64)
+    pstart = radix_partition(p, bits, scratch, porder, pkeys)
+    bstart = radix_partition(b, bits, scratch, border, bkeys)
     counts = np.empty(len(p), dtype=np.int64)
-    radix_count(p, porder, pstart, b, border, bstart, outer, counts)
+    radix_count(pkeys, pstart, bkeys, bstart, outer, counts)
     offsets = np.zeros(len(p) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     left = np.empty(int(offsets[-1]), dtype=np.int64)
     right = np.empty(int(offsets[-1]), dtype=np.int64)
-    radix_fill(p, porder, pstart, b, border, bstart, offsets, left, right)
+    radix_fill(pkeys, porder, pstart, bkeys, border, bstart, offsets, left, right)
     return left, right
 
 
