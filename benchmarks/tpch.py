@@ -82,7 +82,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from hpc.domains.sql.tpch import QUERIES, SUPPORTED
 
     from hpc.backend import get_backend
+    from hpc.memory import keep_freed_memory
 
+    keep_freed_memory(arrow=True)  # as the hpc command does for SQL: Arrow's pages reused
     comm = world()
     rank0 = comm.Get_rank() == 0
     backend = get_backend(args.backend)

@@ -5,10 +5,12 @@ second. By default glibc serves every allocation above 32 MB with a fresh ``mmap
 unmaps it when freed, so each new array faults its pages in again and the kernel zeroes
 them: on a virtual machine that costs up to 0.4 GB/s, which is 20-50x slower than writing
 the same memory a second time. Analytics engines avoid this with their own allocators,
-which keep freed memory (DuckDB, polars and Arrow use jemalloc or mimalloc).
-:func:`keep_freed_memory` makes glibc do the same for NumPy, numba and everything else in
-the process. The ``hpc`` command line turns it on; a program that imports the library
-decides for itself.
+which keep freed memory (DuckDB and polars use jemalloc). :func:`keep_freed_memory` makes
+glibc do the same for NumPy, numba and everything else in the process, and with
+``arrow=True`` gives Arrow's buffers (Parquet decoding) a jemalloc pool that never purges:
+Arrow's own default returns pages to the OS within milliseconds. The ``hpc`` command line
+turns it on (with Arrow's pool for the SQL commands and benchmarks); a program that imports
+the library decides for itself.
 """
 
 from __future__ import annotations
@@ -25,19 +27,46 @@ _M_MMAP_MAX = -4
 _TOP_PAD = 64 << 20  # each heap extension asks the kernel for 64 MB more than it needs
 
 
-def keep_freed_memory() -> bool:
+def keep_freed_memory(arrow: bool = False) -> bool:
     """Serve large allocations from the heap and never return freed heap memory to the OS,
     so arrays reuse pages that are already mapped and need no page faults.
 
     This lasts for the life of the process. The process's resident memory stays at its
     peak, as it would with a buffer pool.
 
+    Parameters
+    ----------
+    arrow : bool
+        Also make Arrow's default memory pool jemalloc with page purging off (imports
+        pyarrow). Measured here: Parquet reads of TPC-H ``lineitem`` took 30% less time than
+        with Arrow's default mimalloc pool, and half the time of glibc's.
+
     Returns
     -------
     bool
-        True if glibc accepted the settings. False where the C library is not glibc, for
-        example musl or macOS; nothing changes there.
+        True if every setting was applied. False where the C library is not glibc (musl,
+        macOS), or Arrow is missing or was built without jemalloc; those parts are then
+        left as they were.
     """
+    ok = _keep_glibc_memory()
+    if arrow:
+        ok &= _keep_arrow_memory()
+    return ok
+
+
+def _keep_arrow_memory() -> bool:
+    try:
+        import pyarrow as pa
+
+        pool = pa.jemalloc_memory_pool()
+        pa.jemalloc_set_decay_ms(-1)  # -1: dirty pages are never purged
+    except (ImportError, NotImplementedError, AttributeError):
+        return False
+    pa.set_memory_pool(pool)
+    return True
+
+
+def _keep_glibc_memory() -> bool:
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name) if name else ctypes.CDLL(None)

@@ -46,3 +46,18 @@ def test_large_arrays_come_from_the_heap_and_stay_there():
     assert default_mapped >= 100 << 20  # glibc's default: a 100 MB array is its own mmap
     assert kept_mapped == 0  # kept: from the heap
     assert kept_free >= 100 << 20  # and freeing it leaves the pages to the process
+
+
+def test_arrow_buffers_come_from_a_jemalloc_pool_that_keeps_pages():
+    pa = pytest.importorskip("pyarrow")
+    try:
+        pa.jemalloc_memory_pool()
+    except NotImplementedError:
+        pytest.skip("this pyarrow has no jemalloc")
+    code = ("import pyarrow as pa\nfrom hpc.memory import keep_freed_memory\n"
+            "ok = keep_freed_memory(arrow=True)\n"
+            "a = pa.array(range(1 << 20))\n"
+            "print(ok, pa.default_memory_pool().backend_name, a.nbytes > 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.split() == ["True", "jemalloc", "True"]

@@ -73,12 +73,14 @@ def _tpch_gen(args: argparse.Namespace) -> int:
 
 def _tpch(args: argparse.Namespace) -> int:
     from hpc.backend import BackendUnavailableError
+    from hpc.memory import keep_freed_memory
 
     from .catalog import Catalog
     from .engine import QueryOptions, explain, query
     from .errors import SQLError
     from .tpch import QUERIES, SUPPORTED
 
+    keep_freed_memory(arrow=True)  # Parquet decoding reuses Arrow's pages
     comm = world()
     options = QueryOptions(backend=args.backend)
     try:
@@ -105,11 +107,13 @@ def _tpch(args: argparse.Namespace) -> int:
 
 def _query(args: argparse.Namespace) -> int:
     from hpc.backend import BackendUnavailableError
+    from hpc.memory import keep_freed_memory
 
     from .catalog import Catalog
     from .engine import QueryOptions, query
     from .errors import SQLError
 
+    keep_freed_memory(arrow=True)  # Parquet decoding reuses Arrow's pages
     comm = world()
     try:
         result = query(args.sql, Catalog.open(args.data), comm, QueryOptions(backend=args.backend))
