@@ -347,3 +347,24 @@ def test_costly_terms_on_the_rows_cheap_terms_keep_equal_duckdb(cut):
     con.register("u", u)
     ref = con.execute(sql).df()
     assert int(ref["n"][0]) > 0 and same_rows(ours, ref, ordered=True) is None, (ours, ref)
+
+
+@pytest.mark.parametrize("start,length", [(1, 2), (2, 3), (3, None), (9, 2)])
+def test_substring_groups_equal_duckdb(start, length):
+    """SUBSTRING of a string column (non-ASCII, empty, nulls, cuts past the end) as a group
+    key and as a filter."""
+    rng = np.random.default_rng()
+    words = np.array(["", "a", "ab", "abc", "éab", "ééé", "zz-9", "abcdefghijk"], dtype=object)
+    s = words[rng.integers(0, len(words), 500)]
+    s[rng.random(500) < 0.1] = None
+    t = pd.DataFrame({"s": pd.array(s, dtype="string"), "v": rng.integers(0, 9, 500)})
+    catalog = Catalog()
+    catalog.register("t", Table.from_pandas(t))
+    cut = f"substring(t.s, {start}" + (f", {length})" if length is not None else ")")
+    sql = (f"select {cut} as c, count(*) as n, sum(t.v) as sv from t "
+           f"where {cut} <> 'b' group by {cut} order by c")
+    ours = query(sql, catalog).to_pandas()
+    con = duckdb.connect()
+    con.register("t", t)
+    ref = con.execute(sql).df()
+    assert same_rows(ours, ref, ordered=True) is None, (ours, ref)

@@ -163,6 +163,8 @@ def combine_ids(columns: list[np.ndarray], valids: list[np.ndarray | None],
     group = group or group_ids
     if not columns:
         raise ValueError("no key columns")
+    if len(columns) == 1 and valids[0] is None and columns[0].dtype.kind in "iu":
+        return columns[0]  # one integer column is its own key
     xp = array_module(columns[0])
     combined, span_so_far = None, 1
     for col, valid in zip(columns, valids, strict=True):

@@ -215,10 +215,9 @@ def substring(dictionary: np.ndarray, start: int, length: int | None) -> tuple[n
     old codes to new codes)``."""
     import pyarrow.compute as pc
 
+    if len(dictionary) == 0:
+        return np.zeros(0, dtype=object), np.zeros(0, dtype=np.int32)
     lo = max(start - 1, 0)
     stop = None if length is None else lo + length
-    cut = pc.utf8_slice_codeunits(arrow(dictionary), lo, stop) if len(dictionary) else arrow(
-        dictionary)
-    words = np.asarray(cut.to_numpy(zero_copy_only=False), object)
-    new = merge([words])
-    return new, remap(words, new)
+    unique, code = sort_unique(pc.utf8_slice_codeunits(arrow(dictionary), lo, stop))
+    return to_numpy(unique), code  # all in Arrow: Python strings only for the distinct cuts
