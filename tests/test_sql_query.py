@@ -121,16 +121,22 @@ RANDOM_QUERIES = [
 ]
 
 
-def _equals_duckdb(pair, sql):
-    left, right = pair
-    catalog = Catalog()
-    catalog.register("t", Table.from_pandas(left))
-    catalog.register("u", Table.from_pandas(right))
+def _ours_and_duckdb(frames, sql, catalog=None):
+    """The query's rows from us (over ``catalog``, default the frames registered in memory)
+    and from DuckDB over the same pandas frames."""
+    if catalog is None:
+        catalog = Catalog()
+        for name, frame in frames.items():
+            catalog.register(name, Table.from_pandas(frame))
     ours = query(sql, catalog).to_pandas()
     con = duckdb.connect()
-    con.register("t", left)
-    con.register("u", right)
-    ref = con.execute(sql).df()
+    for name, frame in frames.items():
+        con.register(name, frame)
+    return ours, con.execute(sql).df()
+
+
+def _equals_duckdb(pair, sql):
+    ours, ref = _ours_and_duckdb(dict(zip("tu", pair, strict=True)), sql)
     assert same_rows(ours, ref, ordered=True) is None, (ours, ref)
 
 
@@ -284,10 +290,7 @@ def test_filter_only_strings_skip_the_dictionary_sort(tmp_path, monkeypatch, whe
         monkeypatch.setattr(strings, "sort_unique", no_sort)
     sql = (f"select t.g, count(*) as n, sum(t.v) as sv from t where {where} "
            "group by t.g order by t.g")
-    ours = query(sql, catalog).to_pandas()
-    con = duckdb.connect()
-    con.register("t", frame)
-    ref = con.execute(sql).df()
+    ours, ref = _ours_and_duckdb({"t": frame}, sql, catalog)
     assert len(ref) and same_rows(ours, ref, ordered=True) is None, (ours, ref)
 
 
@@ -310,16 +313,9 @@ def test_join_on_integer_and_float_keys_equals_duckdb(seed):
     left, right = frame(n, "i"), frame(m, "j")
     left.loc[left["x"].isna(), "x"] = pd.NA
     right.loc[right["x"].isna(), "x"] = pd.NA
-    catalog = Catalog()
-    catalog.register("t", Table.from_pandas(left))
-    catalog.register("u", Table.from_pandas(right))
     sql = ("select t.i, u.j, t.x from t join u on t.k = u.k and t.x = u.x "
            "order by t.i, u.j")
-    ours = query(sql, catalog).to_pandas()
-    con = duckdb.connect()
-    con.register("t", left)
-    con.register("u", right)
-    ref = con.execute(sql).df()
+    ours, ref = _ours_and_duckdb({"t": left, "u": right}, sql)
     assert len(ref) > 1000 and same_rows(ours, ref, ordered=True) is None, (ours, ref)
 
 
@@ -335,17 +331,10 @@ def test_costly_terms_on_the_rows_cheap_terms_keep_equal_duckdb(cut):
     t = pd.DataFrame({"k": rng.integers(0, 5000, n), "d": rng.integers(0, 1000, n),
                       "s": pd.array(s, dtype="string")})
     u = pd.DataFrame({"k": rng.integers(0, 5000, 3000)})
-    catalog = Catalog()
-    catalog.register("t", Table.from_pandas(t))
-    catalog.register("u", Table.from_pandas(u))
     sql = (f"select count(*) as n, sum(t.k) as sk from t where t.d < {cut} "
            "and t.s like '%ab%' and t.s not in ('zab') "
            "and t.k in (select u.k from u where u.k > 10)")
-    ours = query(sql, catalog).to_pandas()
-    con = duckdb.connect()
-    con.register("t", t)
-    con.register("u", u)
-    ref = con.execute(sql).df()
+    ours, ref = _ours_and_duckdb({"t": t, "u": u}, sql)
     assert int(ref["n"][0]) > 0 and same_rows(ours, ref, ordered=True) is None, (ours, ref)
 
 
@@ -358,13 +347,8 @@ def test_substring_groups_equal_duckdb(start, length):
     s = words[rng.integers(0, len(words), 500)]
     s[rng.random(500) < 0.1] = None
     t = pd.DataFrame({"s": pd.array(s, dtype="string"), "v": rng.integers(0, 9, 500)})
-    catalog = Catalog()
-    catalog.register("t", Table.from_pandas(t))
     cut = f"substring(t.s, {start}" + (f", {length})" if length is not None else ")")
     sql = (f"select {cut} as c, count(*) as n, sum(t.v) as sv from t "
            f"where {cut} <> 'b' group by {cut} order by c")
-    ours = query(sql, catalog).to_pandas()
-    con = duckdb.connect()
-    con.register("t", t)
-    ref = con.execute(sql).df()
+    ours, ref = _ours_and_duckdb({"t": t}, sql)
     assert same_rows(ours, ref, ordered=True) is None, (ours, ref)
