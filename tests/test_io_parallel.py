@@ -109,7 +109,10 @@ def test_sigkill_at_random_moments_never_leaves_a_bad_checkpoint(tmp_path):
             assert last is None or latest >= last, "a complete checkpoint went missing"
             last = latest
         leftovers = [p for p in os.listdir(tmp_path) if ".tmp-" in p]
-        assert len(leftovers) <= 1, f"trial {trial}: stale temporary files {leftovers}"
+        # one save in flight may leave its temporary, and MPI-IO's lock-test file beside it
+        # (<tmp>.locktest.N): count saves by their token, not files
+        saves = {p.split(".tmp-", 1)[1][:12] for p in leftovers}
+        assert len(saves) <= 1, f"trial {trial}: stale temporary files {leftovers}"
     assert with_data >= 6, f"only {with_data} of 12 trials got as far as a checkpoint"
 
 
