@@ -280,7 +280,7 @@ def _read_per_entry(node: exp.Column) -> bool:
 
 def _unsorted_columns(src: Source, used: set[str]) -> set[str]:
     """Columns only the scan's per-entry string predicates read: their dictionaries need not
-    be sorted (see :class:`~.strings.Entries`). None when the scan keeps no other column,
+    be sorted (see :class:`~.strings.Entries`). Empty when the scan keeps no other column,
     since the filtered frame then carries them on."""
     if not any(f"{src.alias}.{c}" in used for c in src.columns):
         return set()
