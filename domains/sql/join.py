@@ -244,24 +244,21 @@ def hash_join(
             raise TypeError(f"{name} keys: need a 1-D integer array, got {keys.dtype} {keys.shape}")
     if not _kernels:
         _kernels.update(_compile())
-    k = _kernels
     p = probe.astype(np.int64, copy=False)
     b = build.astype(np.int64, copy=False)
     if build_valid is not None:  # null build keys never match: leave them out of the table
         kept = np.flatnonzero(build_valid)
         b = b[kept]
-    valid = np.ones(len(p), dtype=bool) if probe_valid is None else probe_valid  # null: no match
     table = chain = rows = None
     if how in ("semi", "anti") or (how == "inner" and len(p) >= _SCREEN_ROWS
-                                   and _match_fraction(p, valid, b) < _SCREEN_FRACTION):
+                                   and _match_fraction(p, probe_valid, b) < _SCREEN_FRACTION):
         table, chain = _hash_table(b)  # which probe rows match: one byte per row
-        hit_mask = np.empty(len(p), dtype=bool)
-        k["contains"](p, valid, table, hit_mask)
+        hit_mask = _contains(p, table, probe_valid)
         if how != "inner":
             rows = np.flatnonzero(hit_mask if how == "semi" else ~hit_mask)
             return rows, np.full(len(rows), -1, dtype=np.int64)
         rows = np.flatnonzero(hit_mask)  # pairs of the matching rows only
-        p, valid, probe_valid = p[rows], np.ones(len(rows), dtype=bool), None
+        p, probe_valid = p[rows], None
     big = len(b) >= RADIX_MIN[0] and len(p) >= RADIX_MIN[1]
     if big and how in ("inner", "left") and (probe_valid is None or how == "inner"):
         some = None if probe_valid is None else np.flatnonzero(probe_valid)
@@ -271,7 +268,7 @@ def hash_join(
     else:
         if table is None:
             table, chain = _hash_table(b)
-        left, right = _plain_join(p, valid, table, chain, how == "left")
+        left, right = _plain_join(p, probe_valid, table, chain, how == "left")
     if rows is not None:  # back to the caller's probe rows
         left = rows[left]
     if build_valid is not None:  # back to the caller's build rows
@@ -280,11 +277,12 @@ def hash_join(
     return left, right
 
 
-def _plain_join(p: np.ndarray, valid: np.ndarray, table: np.ndarray, chain: np.ndarray,
+def _plain_join(p: np.ndarray, valid: np.ndarray | None, table: np.ndarray, chain: np.ndarray,
                 outer: bool) -> tuple[np.ndarray, np.ndarray]:
     """Inner or left join of probe keys ``p`` against one hash table (count, prefix sum,
-    fill); pairs ordered by probe row, then build row."""
+    fill); pairs ordered by probe row, then build row. A null probe key matches nothing."""
     k = _kernels
+    valid = np.ones(len(p), dtype=bool) if valid is None else valid
     counts, hit = np.empty(len(p), np.int64), np.empty(len(p), np.int64)
     k["count"](p, valid, table, chain, outer, counts, hit)
     offsets = np.zeros(len(p) + 1, dtype=np.int64)
@@ -295,13 +293,13 @@ def _plain_join(p: np.ndarray, valid: np.ndarray, table: np.ndarray, chain: np.n
     return left, right
 
 
-def _match_fraction(p: np.ndarray, valid: np.ndarray, b: np.ndarray) -> float:
+def _match_fraction(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray) -> float:
     """The fraction of probe rows with a match, estimated from about 4096 evenly spaced
     ones without a table of all build keys: a table of the sampled keys, then one pass of
     the build keys through it."""
     step = max(1, len(p) // 4096)
     sample = p[::step]
-    keys = sample[valid[::step]]
+    keys = sample if valid is None else sample[valid[::step]]
     if len(keys) == 0 or len(b) == 0:
         return 0.0
     present = _contains(b, _hash_table(keys)[0])
@@ -322,9 +320,11 @@ def matched(probe: np.ndarray, build: np.ndarray) -> np.ndarray:
     return _contains(p, _hash_table(b)[0])
 
 
-def _contains(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
+def _contains(keys: np.ndarray, table: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+    """Whether each key (a null one: never) is in the hash table."""
     out = np.empty(len(keys), dtype=bool)
-    _kernels["contains"](keys, np.ones(len(keys), dtype=bool), table, out)
+    ok = np.ones(len(keys), dtype=bool) if valid is None else valid
+    _kernels["contains"](keys, ok, table, out)
     return out
 
 
