@@ -4,6 +4,8 @@ clear errors for bad queries."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -352,3 +354,48 @@ def test_substring_groups_equal_duckdb(start, length):
            f"where {cut} <> 'b' group by {cut} order by c")
     ours, ref = _ours_and_duckdb({"t": t}, sql)
     assert same_rows(ours, ref, ordered=True) is None, (ours, ref)
+
+
+@pytest.mark.parametrize("groups", [4, 100_000])
+def test_fused_sums_and_shared_expressions_equal_duckdb(groups):
+    """SUM and AVG of several float columns are summed in one pass (in parallel slots when
+    the groups are few), a column read by both SUM and AVG once, and an expression several
+    aggregates share is evaluated once: the same rows as DuckDB, with nulls in one column
+    (which keeps it on the per-aggregate path) and an integer SUM beside them."""
+    rng = np.random.default_rng(groups)
+    n = 300_000
+    frame = pd.DataFrame({
+        "g": rng.integers(0, groups, n), "a": rng.normal(size=n), "b": rng.uniform(0, 1, n),
+        "c": pd.array(np.where(rng.random(n) < 0.2, None, rng.normal(size=n)), "Float64"),
+        "i": rng.integers(-5, 6, n),
+    })
+    aggregates = ["sum(a)", "avg(a)", "sum(a * (1 - b))", "sum(a * (1 - b) * (1 + b))",
+                  "avg(b)", "sum(c)", "avg(c)", "sum(i)", "count(*)", "count(c)"]
+    sql = (f"select g, {', '.join(f'{a} as x{j}' for j, a in enumerate(aggregates))} "
+           "from t where b < 0.9 group by g order by g")
+    ours, ref = _ours_and_duckdb({"t": frame}, sql)
+    assert same_rows(ours, ref, ordered=True) is None, (ours.head(), ref.head())
+
+
+def test_fused_sums_do_not_depend_on_the_thread_count():
+    """The parallel slots are fixed row ranges added in order: bit-identical sums on one
+    thread and on all of them, equal to a per-group reference."""
+    import numba
+    from hpc.domains.sql.aggregate import sum_columns
+
+    rng = np.random.default_rng(5)
+    n, groups = 1_000_003, 7
+    ids = rng.integers(0, groups, n)
+    columns = [rng.normal(size=n) * 10.0 ** rng.integers(-3, 9, n), rng.uniform(size=n)]
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one, count_one = sum_columns(ids, groups, columns)
+    finally:
+        numba.set_num_threads(threads)
+    many, count_many = sum_columns(ids, groups, columns)
+    assert np.array_equal(one, many) and np.array_equal(count_one, count_many)
+    assert np.array_equal(count_many, np.bincount(ids, minlength=groups))
+    for j, col in enumerate(columns):
+        want = [math.fsum(col[ids == g]) for g in range(groups)]
+        assert np.allclose(many[j], want, rtol=1e-9, atol=1e-6 * np.abs(col).max())

@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from hpc.backend import array_module
 
-__all__ = ["group_ids", "combine_ids", "reduce_groups", "AGGREGATES"]
+__all__ = ["group_ids", "combine_ids", "reduce_groups", "sum_columns", "AGGREGATES"]
 
 AGGREGATES = ("sum", "count", "min", "max", "avg", "count_distinct")
 _kernels: dict[str, Any] = {}
@@ -92,6 +92,25 @@ def sum_count(ids, values, valid, ngroups, total):  # type: ignore[no-untyped-de
             total[g] += values[i]
             counts[g] += 1
     return total, counts
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def sums_by_chunk(ids, columns, ngroups, chunks, totals, counts):  # type: ignore[no-untyped-def]
+    # per-group sums of several columns and the rows per group in one pass over the ids.
+    # The rows are cut into `chunks` fixed ranges, summed in parallel into their own slot;
+    # the caller adds the slots in order, so the result does not depend on the threads
+    n = ids.shape[0]
+    k = len(columns)
+    for c in prange(chunks):
+        lo = c * n // chunks
+        hi = (c + 1) * n // chunks
+        total = totals[c]
+        count = counts[c]
+        for i in range(lo, hi):
+            g = ids[i]
+            count[g] += 1
+            for j in range(k):
+                total[g, j] += columns[j][i]
 
 
 @njit(nogil=True, cache=True)
@@ -208,6 +227,32 @@ def _pack(xp: Any, combined: Any, col: Any, lo: int, span: int, valid: Any) -> A
     if valid is not None:
         values = xp.where(valid, values, span - 1)
     return values if combined is None else combined * span + values
+
+
+_CHUNK_ROWS = 1 << 16  # rows per parallel slot of sum_columns, at least
+_CHUNKS = 16  # slots of sum_columns: fixed, so sums are the same on any number of threads
+_CHUNKED_GROUPS = 1 << 12  # more groups: one slot (the slots' tables would leave the cache)
+
+
+def sum_columns(ids: np.ndarray, ngroups: int,
+                columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``(sums, counts)``: per-group sums of several float64 columns without nulls
+    (``sums[j]`` of ``columns[j]``) and the rows per group, in one pass over the group ids
+    instead of one per aggregate (TPC-H Q1 has five). Few groups are summed in parallel
+    over fixed row ranges added in order: the same result on any number of threads."""
+    n = len(ids)
+    chunks = max(1, min(_CHUNKS, n // _CHUNK_ROWS)) if ngroups <= _CHUNKED_GROUPS else 1
+    totals = np.zeros((chunks, ngroups, len(columns)))
+    counts = np.zeros((chunks, ngroups), dtype=np.int64)
+    if columns and n:
+        values = tuple(np.ascontiguousarray(c, dtype=np.float64) for c in columns)
+        sums_by_chunk(ids, values, ngroups, chunks, totals, counts)
+    elif n:
+        counts[0] = np.bincount(ids, minlength=ngroups)
+    sums = totals[0].copy()
+    for c in range(1, chunks):  # in order: deterministic
+        sums += totals[c]
+    return np.ascontiguousarray(sums.T), counts.sum(axis=0)
 
 
 def reduce_groups(

@@ -32,7 +32,7 @@ from sqlglot import exp
 from hpc.backend import Backend, array_module, get_backend
 from hpc.comm import resolve_comm
 
-from . import ops, strings
+from . import aggregate, ops, strings
 from .catalog import Catalog, ScanCache
 from .errors import SQLError, UnsupportedSQL, describe
 from .exchange import allgather_columns, global_rows, partition_by_keys, ship
@@ -315,7 +315,11 @@ def _ndv(col: Column, total: int) -> float:
     if n == 0 or total == 0:
         return 1.0
     sample = col.values[:: max(1, n // 50_000)]
-    distinct = len(array_module(sample).unique(sample))
+    xp = array_module(sample)
+    if xp is np:  # the hash kernel counts what np.unique would, without sorting
+        distinct = aggregate.group_ids(np.ascontiguousarray(sample))[1]
+    else:
+        distinct = len(xp.unique(sample))
     return float(total) if distinct > 0.9 * len(sample) else float(min(distinct, total))
 
 
@@ -579,8 +583,9 @@ def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, backend: Backend, trace
     for node in list(select.expressions) + _order_nodes(select) + _having(select):
         node.copy().transform(rewrite)
     xp = frame.xp
-    key_cols = [to_column(evaluate(k, frame), frame.nrows, xp) for k in keys]
-    args = [None if a.arg is None else to_column(evaluate(a.arg, frame), frame.nrows, xp)
+    shared = Frame(frame.columns, frame.nrows, memo={})  # common subexpressions run once
+    key_cols = [to_column(evaluate(k, shared), frame.nrows, xp) for k in keys]
+    args = [None if a.arg is None else to_column(evaluate(a.arg, shared), frame.nrows, xp)
             for a in aggs]
     size = comm.Get_size()
     distinct = any(a.op == "count_distinct" for a in aggs)
@@ -649,9 +654,13 @@ def _partial(backend: Backend, key_cols: list[Column], aggs: list[_Agg],
         if not one_group and nrows:
             raise AssertionError("rows without a group")
         key_out = []
-    states = []
+    states: list[dict[str, Any] | None] = [None] * len(aggs)
     counts: dict[int | None, Any] = {}  # rows per group depend only on the validity mask
-    for a, col in zip(aggs, args, strict=True):
+    if not backend.is_gpu and ngroups:
+        _fused_sums(ids, ngroups, aggs, args, states, counts)
+    for i, (a, col) in enumerate(zip(aggs, args, strict=True)):
+        if states[i] is not None:
+            continue
         values = None if col is None else col.values
         valid = None if col is None else col.valid
         if values is not None and col.kind in ("string", "bool", "date") and a.op in ("sum",
@@ -663,18 +672,38 @@ def _partial(backend: Backend, key_cols: list[Column], aggs: list[_Agg],
         count = counts[mask_id]
         if a.op in ("sum", "avg"):
             total, _ = ops.reduce_groups(backend, "sum", ids, ngroups, values, valid)
-            states.append({"sum": total, "count": count})
+            states[i] = {"sum": total, "count": count}
         elif a.op in ("min", "max"):
             best, seen = ops.reduce_groups(backend, a.op, ids, ngroups, values, valid)
-            states.append({"value": best, "count": seen.astype(np.int64),
-                           "kind": col.kind, "dictionary": col.dictionary})
+            states[i] = {"value": best, "count": seen.astype(np.int64),
+                         "kind": col.kind, "dictionary": col.dictionary}
         elif a.op == "count":
-            states.append({"count": count})
+            states[i] = {"count": count}
         else:
             distinct, _ = ops.reduce_groups(backend, "count_distinct", ids, ngroups, values,
                                             valid)
-            states.append({"count": distinct})
+            states[i] = {"count": distinct}
     return states, key_out, ngroups
+
+
+def _fused_sums(ids: Any, ngroups: int, aggs: list[_Agg], args: list[Column | None],
+                states: list, counts: dict) -> None:
+    """The SUMs and AVGs of float columns without nulls, and the row count, in one pass
+    (:func:`.aggregate.sum_columns`); a column several of them read (``sum(x)``,
+    ``avg(x)``) is summed once. Fills their ``states`` and ``counts[None]``."""
+    fused = [i for i, (a, col) in enumerate(zip(aggs, args, strict=True))
+             if a.op in ("sum", "avg") and col is not None and col.valid is None
+             and col.kind == "float"]
+    if not fused and not any(a.op == "count" and a.arg is None for a in aggs):
+        return
+    columns: dict[int, int] = {}  # id of a value array -> its row in the sums
+    for i in fused:
+        columns.setdefault(id(args[i].values), len(columns))
+    arrays = {id(args[i].values): args[i].values for i in fused}
+    sums, count = aggregate.sum_columns(ids, ngroups, [arrays[k] for k in columns])
+    counts[None] = count
+    for i in fused:
+        states[i] = {"sum": sums[columns[id(args[i].values)]], "count": count}
 
 
 def _combine(backend: Backend, aggs: list[_Agg], states, key_out: list[Column], ngroups: int,

@@ -36,6 +36,9 @@ class Frame:
 
     columns: dict[str, Column]
     nrows: int
+    #: values of compound expressions by their SQL text, when set: an expression several
+    #: aggregates share (TPC-H Q1's ``l_extendedprice * (1 - l_discount)``) runs once
+    memo: dict[str, Any] | None = None
 
     @property
     def xp(self) -> Any:
@@ -147,10 +150,20 @@ def evaluate(node: exp.Expression, frame: Frame) -> Value:
     handler = _HANDLERS.get(type(node))
     if handler is None:
         raise UnsupportedSQL(f"unsupported expression {describe(node)}")
+    key = None
+    if frame.memo is not None and isinstance(node, _MEMO):
+        key = node.sql()
+        if key in frame.memo:
+            return frame.memo[key]
     out = handler(node, frame)
+    if key is not None:
+        frame.memo[key] = out
     if node.args.get("negate"):  # sqlglot's NOT LIKE: Like(negate=True)
         out = Value(~out.values, "bool", valid=out.valid)
     return out
+
+
+_MEMO = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Case, exp.Cast)  # worth keeping
 
 
 def _column(node: exp.Column, frame: Frame) -> Value:
