@@ -77,12 +77,16 @@ def test_large_join_with_many_duplicates_equals_a_sort_merge_reference():
     assert len(left) == int(mult[a].sum())
 
 
+@pytest.mark.parametrize("spread", [1, 10**7])
 @pytest.mark.parametrize("radix", [False, True])
 @pytest.mark.parametrize("matching", [0.001, 0.3, 0.9])
-def test_large_joins_with_few_or_many_matches_equal_duckdb(matching, radix, monkeypatch):
+def test_large_joins_with_few_or_many_matches_equal_duckdb(matching, radix, spread,
+                                                           monkeypatch):
     """Probes large enough to be screened by a match mask first (selective inner joins pair
     only the matching rows, by one table or radix partitions) and semi/anti joins by that
-    mask, with null keys on both sides and duplicate build keys."""
+    mask, with null keys on both sides and duplicate build keys. The mask comes from a
+    bitmap of the build keys' range when it is narrow (``spread`` 1) and from a hash table
+    when the keys are spread wide."""
     from hpc.domains.sql import join as join_module
     from hpc.domains.sql.join import _SCREEN_ROWS
 
@@ -90,8 +94,8 @@ def test_large_joins_with_few_or_many_matches_equal_duckdb(matching, radix, monk
         monkeypatch.setattr(join_module, "RADIX_MIN", (0, 0))
     rng = np.random.default_rng()
     n = 2 * _SCREEN_ROWS
-    a = rng.integers(0, int(1000 / matching), n)
-    b = rng.integers(0, 1000, 3000)
+    a = rng.integers(0, int(1000 / matching), n) * spread - 5 * 10**12
+    b = rng.integers(0, 1000, 3000) * spread - 5 * 10**12
     an, bn = rng.random(n) < 0.05, rng.random(len(b)) < 0.05
     for how in ("inner", "semi", "anti"):
         left, right = hash_join(a, b, how, probe_valid=~an, build_valid=~bn)
@@ -99,6 +103,23 @@ def test_large_joins_with_few_or_many_matches_equal_duckdb(matching, radix, monk
         if not radix or how != "inner":  # radix pairs come by partition first
             assert got == sorted(got), "pairs ordered by probe row, then build row"
         assert sorted(got) == _duck(a, an, b, bn, how), how
+
+
+@pytest.mark.parametrize("spread", [1, 3, 10**6])
+def test_membership_equals_isin_by_bitmap_and_by_hash_table(spread):
+    """``matched`` (IN a subquery's set) against ``np.isin``: probe keys below, inside and
+    above the build keys' range and at the int64 extremes; a narrow range is answered by a
+    bitmap, a wide one by a hash table."""
+    from hpc.domains.sql.join import _bitmap_span, matched
+
+    rng = np.random.default_rng(spread)
+    build = rng.integers(-500, 500, 2000) * spread
+    probe = np.concatenate([rng.integers(-2000, 2000, 50_000) * spread,
+                            [np.iinfo(np.int64).min, np.iinfo(np.int64).max, -1, 0]])
+    assert (_bitmap_span(build) is None) == (spread == 10**6)
+    assert np.array_equal(matched(probe, build), np.isin(probe, build))
+    small = build[:10]  # more build keys than probe keys: the probe's table screens them
+    assert np.array_equal(matched(small, build), np.isin(small, build))
 
 
 def test_bad_join_input_is_refused():

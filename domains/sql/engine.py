@@ -23,6 +23,7 @@ The result is a :class:`Table` on rank 0 and an empty table (same columns) elsew
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -78,10 +79,11 @@ class _Trace:
     def start(self) -> None:
         self._t = time.perf_counter()
 
-    def add(self, text: str, frame_rows: int) -> None:
+    def add(self, text: Callable[[], str], frame_rows: int) -> None:
+        """One step: ``text()`` (called only for EXPLAIN: printing SQL costs time)."""
         if self.enabled:
             rows = global_rows(frame_rows, self.comm)
-            self.steps.append((text, rows, time.perf_counter() - self._t))
+            self.steps.append((text(), rows, time.perf_counter() - self._t))
             self._t = time.perf_counter()
 
 
@@ -148,7 +150,7 @@ def _execute(select: exp.Select, catalog: ScanCache, comm: Any, options: QueryOp
         ctes.update({c.alias_or_name: c.this for c in with_.expressions})
 
     def run(sub: exp.Select) -> Table:
-        trace.add(f"Subquery {_sql(sub)[:90]}", 0)
+        trace.add(lambda: f"Subquery {_sql(sub)[:90]}", 0)
         return _execute(sub, catalog, comm, options, trace, ctes, "all")
 
     plan = plan_select(resolve_subqueries(select, run), ctes)
@@ -197,7 +199,7 @@ def _derived(src: Source, sub: exp.Select, catalog: ScanCache, comm: Any, option
                                                    "none"))
     frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
     frame = _filter(frame, *src.filters)
-    trace.add(f"Derived table {src.alias} [{', '.join(table.columns)}]", frame.nrows)
+    trace.add(lambda: f"Derived table {src.alias} [{', '.join(table.columns)}]", frame.nrows)
     return frame
 
 
@@ -303,8 +305,11 @@ def _scan(src: Source, catalog: ScanCache, comm: Any, backend: Backend, trace: _
     if mask is not None:
         kept = {k: c for k, c in frame.columns.items() if k in used}
         frame = _filter_by_mask(Frame(kept, frame.nrows) if kept else frame, mask)
-    where = f" WHERE {' AND '.join(_sql(t) for t in src.filters)}" if src.filters else ""
-    trace.add(f"Scan {src.table} AS {src.alias} [{', '.join(src.columns)}]{where}", frame.nrows)
+    def text() -> str:
+        where = f" WHERE {' AND '.join(_sql(t) for t in src.filters)}" if src.filters else ""
+        return f"Scan {src.table} AS {src.alias} [{', '.join(src.columns)}]{where}"
+
+    trace.add(text, frame.nrows)
     return frame
 
 
@@ -410,7 +415,7 @@ def _apply_residual(current: _Joined, residual: list[exp.Expression], trace: _Tr
         if aliases_of(term) <= current.aliases:
             frame = _filter(current.frame, term)
             current = _Joined(current.aliases, frame, current.rows, current.ndv)
-            trace.add(f"Filter {_sql(term)}", frame.nrows)
+            trace.add(lambda term=term: f"Filter {_sql(term)}", frame.nrows)
         else:
             keep.append(term)
     return current, keep
@@ -499,9 +504,12 @@ def _join(x: _Joined, y: _Joined, edges, how: str, comm: Any, options: QueryOpti
     out = {n: c.take(left) for n, c in probe_cols.items() if not n.startswith("\0key")}
     out.update({n: c.take(right) for n, c in build_cols.items() if not n.startswith("\0key")})
     frame = Frame(out, len(left))
-    on = " AND ".join(f"{_sql(a)} = {_sql(b)}" for a, b in keys)
-    trace.add(f"{'HashJoin' if how == 'inner' else 'LeftHashJoin'} ({strategy}, build "
-              f"{'+'.join(sorted(y.aliases))}) ON {on}", frame.nrows)
+    def text() -> str:
+        on = " AND ".join(f"{_sql(a)} = {_sql(b)}" for a, b in keys)
+        return (f"{'HashJoin' if how == 'inner' else 'LeftHashJoin'} ({strategy}, build "
+                f"{'+'.join(sorted(y.aliases))}) ON {on}")
+
+    trace.add(text, frame.nrows)
     rows = global_rows(frame.nrows, comm)
     return _Joined(x.aliases | y.aliases, frame, rows, {**y.ndv, **x.ndv})
 
@@ -568,11 +576,16 @@ def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, backend: Backend, trace
     agg_sql: dict[str, int] = {}
     key_sql = {_sql(k): j for j, k in enumerate(keys)}
 
+    key_types = tuple({type(k) for k in keys})
+
     def rewrite(node: exp.Expression) -> exp.Expression:
+        is_agg = isinstance(node, tuple(_AGG_NAMES))
+        if not is_agg and not isinstance(node, key_types):
+            return node  # printing each node's SQL to compare would cost more than the query
         text = _sql(node)
         if text in key_sql:
             return exp.column(f"\0key{key_sql[text]}")
-        if isinstance(node, tuple(_AGG_NAMES)):
+        if is_agg:
             if text not in agg_sql:
                 agg_sql[text] = len(aggs)
                 aggs.append(_agg_of(node))
@@ -612,11 +625,11 @@ def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, backend: Backend, trace
     columns = {f"\0key{j}": c for j, c in enumerate(key_out)}
     columns.update({f"\0agg{i}": c for i, c in enumerate(final)})
     agg_frame = Frame(columns, ngroups)
-    trace.add(f"Aggregate GROUP BY [{', '.join(_sql(k) for k in keys)}] "
+    trace.add(lambda: f"Aggregate GROUP BY [{', '.join(_sql(k) for k in keys)}] "
               f"[{', '.join(a.op for a in aggs)}]", ngroups)
     for term in _having(select):
         agg_frame = _filter(agg_frame, _rewritten(term, rewrite))
-        trace.add(f"Having {_sql(term)}", agg_frame.nrows)
+        trace.add(lambda term=term: f"Having {_sql(term)}", agg_frame.nrows)
     return _finish(plan, agg_frame, list(select.expressions), comm, trace,
                    lambda n: _rewritten(n, rewrite), gather)
 
@@ -826,10 +839,13 @@ def _finish(plan: QueryPlan, frame: Frame, items: list[exp.Expression], comm: An
         if gather == "all":
             out = allgather_columns(out, comm)
     result = Table({k: c for k, c in out.items() if not k.startswith("\0")})
-    label = "Project"
-    if order_keys:
-        label = f"Sort [{', '.join(_sql(o) for o in order.expressions)}]"
-    if plan.limit is not None:
-        label += f" Limit {plan.limit}"
-    trace.add(f"{label} -> gather on rank 0", result.num_rows)
+    def text() -> str:
+        label = "Project"
+        if order_keys:
+            label = f"Sort [{', '.join(_sql(o) for o in order.expressions)}]"
+        if plan.limit is not None:
+            label += f" Limit {plan.limit}"
+        return f"{label} -> gather on rank 0"
+
+    trace.add(text, result.num_rows)
     return result
