@@ -413,3 +413,17 @@ def test_like_equals_arrow_on_random_patterns():
         got = strings.like(np.asarray(words, dtype=object), pattern)
         want = pc.match_like(pa.array(words, pa.string()), pattern).to_numpy(zero_copy_only=False)
         assert np.array_equal(got, want), (seed, pattern, words)
+
+
+def test_distinct_values_equal_numpy_unique():
+    """The join planner's distinct counts (a hash set) against ``np.unique``: integers of
+    narrow and wide ranges, int32, floats with -0.0 and 0.0 (one value) and NaN."""
+    from hpc.domains.sql.aggregate import distinct_values
+
+    rng = np.random.default_rng()
+    cases = [rng.integers(0, 30, 50_000), rng.integers(-(2**62), 2**62, 50_000),
+             rng.integers(0, 10**5, 70_001).astype(np.int32),
+             np.concatenate([rng.integers(-3, 3, 1000) * 0.5, [0.0, -0.0, np.nan, np.nan]]),
+             np.zeros(0, np.int64)]
+    for values in cases:
+        assert distinct_values(values) == len(np.unique(values)), values.dtype

@@ -256,12 +256,15 @@ FILTER_ONLY_STRINGS = [
 ]
 
 
+@pytest.mark.parametrize("stored", ["dictionary", "plain"])
 @pytest.mark.parametrize("parts", [1, 3])
 @pytest.mark.parametrize("where", FILTER_ONLY_STRINGS)
-def test_filter_only_strings_skip_the_dictionary_sort(tmp_path, monkeypatch, where, parts):
+def test_filter_only_strings_skip_the_dictionary_sort(tmp_path, monkeypatch, where, parts,
+                                                      stored):
     """A string column only scan predicates read keeps Parquet's raw dictionaries (several
     row groups, so repeats across them; nulls; non-ASCII), is never sorted, and answers like
-    DuckDB; a table of several Parquet parts merges them into one sorted dictionary."""
+    DuckDB; a table of several Parquet parts merges them into one sorted dictionary. Stored
+    without a dictionary, its rows are read as plain strings and are their own entries."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from hpc.domains.sql import strings
@@ -275,15 +278,18 @@ def test_filter_only_strings_skip_the_dictionary_sort(tmp_path, monkeypatch, whe
     frame = pd.DataFrame({"s": pd.array(s, dtype="string"), "g": rng.integers(0, 5, n),
                           "v": rng.integers(-100, 100, n)})
     table = pa.Table.from_pandas(frame, preserve_index=False)
+    options = {"row_group_size": 300, "use_dictionary": stored == "dictionary"}
     if parts == 1:
-        pq.write_table(table, tmp_path / "t.parquet", row_group_size=300)
+        pq.write_table(table, tmp_path / "t.parquet", **options)
     else:
         (tmp_path / "t").mkdir()
         for i, cut in enumerate(np.array_split(np.arange(n), parts)):
-            pq.write_table(table.take(cut), tmp_path / "t" / f"{i}.parquet", row_group_size=300)
+            pq.write_table(table.take(cut), tmp_path / "t" / f"{i}.parquet", **options)
     catalog = Catalog.from_directory(tmp_path)
     raw = catalog.load("t", ["s", "v"], unsorted={"s"})
     assert isinstance(raw["s"].dictionary, strings.Entries) == (parts == 1)
+    if parts == 1:  # plain: one entry per row
+        assert (len(raw["s"].dictionary) == n) == (stored == "plain")
 
     def no_sort(*args):
         raise AssertionError("the filter-only column was sorted")

@@ -11,7 +11,8 @@ from numba import njit, prange
 
 from hpc.backend import array_module
 
-__all__ = ["group_ids", "combine_ids", "reduce_groups", "sum_columns", "AGGREGATES"]
+__all__ = ["group_ids", "combine_ids", "reduce_groups", "sum_columns", "distinct_values",
+           "AGGREGATES"]
 
 AGGREGATES = ("sum", "count", "min", "max", "avg", "count_distinct")
 _kernels: dict[str, Any] = {}
@@ -68,6 +69,29 @@ def factorise(keys, ids):  # type: ignore[no-untyped-def]
             ids[i] = n - 1
         else:
             ids[i] = slot_id[s]
+    return n
+
+
+@njit(nogil=True, cache=True)
+def distinct_count(keys):  # type: ignore[no-untyped-def]
+    # a set sized once for every key distinct (at most half full): no rehashing
+    capacity = 1 << 4
+    while capacity < 2 * keys.shape[0]:
+        capacity *= 2
+    mask = capacity - 1
+    slot_key = np.zeros(capacity, dtype=np.int64)
+    used = np.zeros(capacity, dtype=np.bool_)
+    n = 0
+    for i in range(keys.shape[0]):
+        k = keys[i]
+        h = np.uint64(k) * np.uint64(0x9E3779B97F4A7C15)
+        s = np.int64((h >> np.uint64(29)) & np.uint64(mask))
+        while used[s] and slot_key[s] != k:
+            s = (s + 1) & mask
+        if not used[s]:
+            used[s] = True
+            slot_key[s] = k
+            n += 1
     return n
 
 
@@ -167,6 +191,15 @@ def group_ids(keys: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
     else:
         n = kern["factorise"](k, ids)
     return ids, int(n), kern["first_rows"](ids, n)
+
+
+def distinct_values(values: np.ndarray) -> int:
+    """How many distinct values a column holds (floats by value, -0.0 as 0.0), by a hash
+    set: ``len(np.unique(values))`` without sorting."""
+    k = np.asarray(values)
+    if np.issubdtype(k.dtype, np.floating):
+        k = (k.astype(np.float64) + 0.0).view(np.int64)
+    return int(distinct_count(np.ascontiguousarray(k, dtype=np.int64)))
 
 
 def combine_ids(columns: list[np.ndarray], valids: list[np.ndarray | None],

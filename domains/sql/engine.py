@@ -321,8 +321,8 @@ def _ndv(col: Column, total: int) -> float:
         return 1.0
     sample = col.values[:: max(1, n // 50_000)]
     xp = array_module(sample)
-    if xp is np:  # the hash kernel counts what np.unique would, without sorting
-        distinct = aggregate.group_ids(np.ascontiguousarray(sample))[1]
+    if xp is np:
+        distinct = aggregate.distinct_values(sample)
     else:
         distinct = len(xp.unique(sample))
     return float(total) if distinct > 0.9 * len(sample) else float(min(distinct, total))
