@@ -151,11 +151,11 @@ def minmax(ids, values, valid, ngroups, want_max):  # type: ignore[no-untyped-de
     return out, seen
 
 
-@njit(nogil=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def pack_column(out, values, lo, span, valid, has_valid, first):  # type: ignore[no-untyped-def]
     # out = out * span + (values - lo) in place (out = values - lo for the first column); a
     # null is span - 1. One pass instead of NumPy's four temporaries of the key column
-    for i in range(values.shape[0]):
+    for i in prange(values.shape[0]):
         v = np.int64(values[i]) - lo
         if has_valid and not valid[i]:
             v = span - 1

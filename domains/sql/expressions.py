@@ -23,7 +23,7 @@ from hpc.backend import array_module, is_device_array
 
 from . import dates, strings
 from .errors import SQLError, UnsupportedSQL, describe, position
-from .table import Column
+from .table import Column, gather_rows
 
 __all__ = ["Frame", "InSet", "Value", "evaluate", "column_key", "to_column", "predicate_mask"]
 
@@ -234,7 +234,9 @@ def _lookup(table: np.ndarray, codes: Any) -> Any:
     xp = array_module(codes)
     if not len(table):
         return xp.zeros(np.shape(codes), table.dtype)
-    return (table if xp is np else xp.asarray(table))[codes]
+    if xp is np and np.ndim(codes) == 1:
+        return gather_rows(table, codes)  # a kernel on all threads for long columns
+    return xp.asarray(table)[codes]
 
 
 def _and_valid(*values: Value) -> np.ndarray | None:

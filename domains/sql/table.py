@@ -36,8 +36,8 @@ class Column:
 
     def gather(self, index: np.ndarray) -> Column:
         """Rows ``index`` (all valid row numbers: a filter's survivors)."""
-        valid = None if self.valid is None else _gather(self.valid, index)
-        return Column(_gather(self.values, index), self.kind, self.dictionary, valid)
+        valid = None if self.valid is None else gather_rows(self.valid, index)
+        return Column(gather_rows(self.values, index), self.kind, self.dictionary, valid)
 
     def take(self, index: np.ndarray) -> Column:
         """Rows ``index`` (``-1``: a null row, as an outer join produces)."""
@@ -46,8 +46,8 @@ class Column:
         missing = index < 0
         if len(self):  # -1 reads row 0, then the mask below nulls it
             safe = array_module(index).where(missing, 0, index)
-            values = _gather(self.values, safe)
-            valid = None if self.valid is None else _gather(self.valid, safe)
+            values = gather_rows(self.values, safe)
+            valid = None if self.valid is None else gather_rows(self.valid, safe)
         else:  # nothing to read: every row is a null (a rank that got no build rows)
             values = array_module(self.values).zeros(len(index), dtype=self.values.dtype)
             valid = None
@@ -56,7 +56,7 @@ class Column:
         return Column(values, self.kind, self.dictionary, valid)
 
 
-def _gather(values: Any, index: Any) -> Any:
+def gather_rows(values: Any, index: Any) -> Any:
     """``values.take(index)``: numba kernels for large NumPy arrays (no negative-index or
     bounds tests; on all threads when the indices look scattered), the array's own ``take``
     otherwise (CuPy, object arrays, short ones)."""
