@@ -172,7 +172,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         p = partition_by_keys(local_p, [local_p["k"]], comm)
         b = partition_by_keys(local_b, [local_b["k"]], comm)
         left, right = hash_join(p["k"].values, b["k"].values)
-        total = int(p["p"].values[left].sum() + b["q"].values[right].sum())
+        # the payloads gathered as the engine gathers a join's columns
+        total = int(p["p"].gather(left).values.sum() + b["q"].gather(right).values.sum())
         answer["ours"] = comm.allreduce(np.array([len(left), total]), op=MPI.SUM).tolist()
 
     threads = min(os.cpu_count() or 1, size * numba.get_num_threads())

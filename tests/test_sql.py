@@ -427,3 +427,39 @@ def test_distinct_values_equal_numpy_unique():
              np.zeros(0, np.int64)]
     for values in cases:
         assert distinct_values(values) == len(np.unique(values)), values.dtype
+
+
+def test_radix_partition_is_stable_on_any_number_of_threads():
+    """The parallel radix partition (a histogram and a scatter per chunk of rows) against a
+    stable sort by partition: the same row order on one thread and on all of them; and a
+    radix LEFT join large enough for several chunks equals the single-table join."""
+    import numba
+    from hpc.domains.sql import join as join_module
+    from hpc.domains.sql.join import radix_partition
+
+    rng = np.random.default_rng()
+    keys = rng.integers(-(2**40), 2**40, 700_001)
+    bits = 9
+    part = (keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits)
+    want = np.argsort(part, kind="stable")
+    threads = numba.get_num_threads()
+    for n in sorted({1, threads}):
+        numba.set_num_threads(n)
+        try:
+            order, grouped = np.empty_like(keys), np.empty_like(keys)
+            start = radix_partition(keys, bits, order, grouped)
+        finally:
+            numba.set_num_threads(threads)
+        assert np.array_equal(order, want) and np.array_equal(grouped, keys[want])
+        assert np.array_equal(np.diff(start), np.bincount(part.astype(np.int64),
+                                                          minlength=1 << bits))
+    probe = rng.integers(0, 400_000, 300_000)
+    build = rng.integers(0, 300_000, 600_000)
+    radix = sorted(zip(*(a.tolist() for a in hash_join(probe, build, "left")), strict=True))
+    old = join_module.RADIX_MIN
+    join_module.RADIX_MIN = (1 << 62, 1 << 62)
+    try:
+        plain = list(zip(*(a.tolist() for a in hash_join(probe, build, "left")), strict=True))
+    finally:
+        join_module.RADIX_MIN = old
+    assert radix == sorted(plain)
