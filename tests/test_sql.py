@@ -463,3 +463,24 @@ def test_radix_partition_is_stable_on_any_number_of_threads():
     finally:
         join_module.RADIX_MIN = old
     assert radix == sorted(plain)
+
+
+@pytest.mark.parametrize("layout", ["few", "sorted runs", "distinct", "grows"])
+def test_group_ids_equal_numpy_unique(layout):
+    """Hashed group ids against ``np.unique``: one id per distinct key, numbered in order of
+    first appearance, and the first rows. "grows" starts with a sample that sees one key,
+    so the table doubles many times."""
+    from hpc.domains.sql.aggregate import group_ids
+
+    rng = np.random.default_rng()
+    n = 400_000
+    keys = {"few": lambda: rng.integers(-(2**50), 2**50, 40)[rng.integers(0, 40, n)],
+            "sorted runs": lambda: np.repeat(np.sort(rng.integers(0, 2**45, n // 5)), 5),
+            "distinct": lambda: rng.permutation(n) * 1_000_003 - 2**40,
+            "grows": lambda: np.concatenate([np.full(n, 7), rng.integers(0, 2**60, n)])}[layout]()
+    ids, ngroups, first = group_ids(keys)
+    unique, where = np.unique(keys, return_index=True)
+    assert ngroups == len(unique)
+    assert np.array_equal(first, np.sort(where))
+    assert np.array_equal(keys[first][ids], keys)
+    assert np.all(np.diff(first) > 0)  # numbered in order of first appearance
