@@ -368,10 +368,12 @@ def matched(probe: np.ndarray, build: np.ndarray) -> np.ndarray:
     return _member(p, b)
 
 
-# build keys spanning at most this many values per key answer membership from a bitmap of
-# their range (span / 8 bytes: 750 kB for TPC-H SF1's 6M order keys, in cache) instead of a
-# hash table: no hashing, one load per probe key (measured 6x faster on 6M probe keys)
+# build keys spanning at most this many values per key, or at most _BITMAP_BITS values in
+# all, answer membership from a bitmap of their range (span / 8 bytes: 750 kB for TPC-H
+# SF1's 6M order keys, in cache) instead of a hash table: no hashing, one load per probe key
+# (measured 6x faster on 6M probe keys)
 _BITMAP_SPAN = 64
+_BITMAP_BITS = 1 << 25
 
 
 def _bitmap_span(b: np.ndarray) -> tuple[int, int] | None:
@@ -380,7 +382,7 @@ def _bitmap_span(b: np.ndarray) -> tuple[int, int] | None:
         return None
     lo, hi = int(b.min()), int(b.max())
     span = hi - lo + 1
-    return (lo, span) if span <= max(_BITMAP_SPAN * len(b), 1 << 16) else None
+    return (lo, span) if span <= max(_BITMAP_SPAN * len(b), _BITMAP_BITS) else None
 
 
 def _member(keys: np.ndarray, b: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
