@@ -484,3 +484,19 @@ def test_group_ids_equal_numpy_unique(layout):
     assert np.array_equal(first, np.sort(where))
     assert np.array_equal(keys[first][ids], keys)
     assert np.all(np.diff(first) > 0)  # numbered in order of first appearance
+
+
+def test_distinct_integers_equal_numpy_unique():
+    """SELECT DISTINCT's byte-per-value path against ``np.unique`` (negative values, int32,
+    the range's ends), and its refusal of ranges too wide for it."""
+    from hpc.domains.sql.aggregate import distinct_integers
+
+    rng = np.random.default_rng()
+    for values in (rng.integers(-1000, 1000, 50_000), rng.integers(0, 10**6, 300_000),
+                   rng.integers(-30_000, 30_000, 10).astype(np.int32),
+                   np.array([5], dtype=np.int64)):
+        got = distinct_integers(values)
+        assert got is not None and got.dtype == values.dtype
+        assert np.array_equal(got, np.unique(values))
+    assert distinct_integers(np.array([0, 2**40])) is None
+    assert distinct_integers(np.array([0.5, 1.0])) is None

@@ -656,6 +656,11 @@ def _partial(backend: Backend, key_cols: list[Column], aggs: list[_Agg],
              args: list[Column | None], nrows: int, one_group: bool):
     """Per-group states of this rank's rows: ``(states, key columns, ngroups)``."""
     xp = backend.xp
+    if not aggs and len(key_cols) == 1 and not backend.is_gpu and key_cols[0].valid is None:
+        distinct = aggregate.distinct_integers(key_cols[0].values)
+        if distinct is not None:  # DISTINCT k (an IN or EXISTS subquery's keys): no group ids
+            col = key_cols[0]
+            return [], [Column(distinct, col.kind, col.dictionary)], len(distinct)
     if key_cols:
         combined = ops.combine_ids(backend, [c.values for c in key_cols],
                                    [c.valid for c in key_cols])
