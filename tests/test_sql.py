@@ -500,3 +500,29 @@ def test_distinct_integers_equal_numpy_unique():
         assert np.array_equal(got, np.unique(values))
     assert distinct_integers(np.array([0, 2**40])) is None
     assert distinct_integers(np.array([0.5, 1.0])) is None
+
+
+@pytest.mark.parametrize("how", ["inner", "left"])
+@pytest.mark.parametrize("density", [1, 3, 6])
+def test_joins_on_unique_dense_keys_equal_duckdb(how, density):
+    """Unique build keys spread over at most 4 values each are joined by an array indexed by
+    key (density 1 and 3), wider ones by hashing (6): the same pairs as DuckDB, ordered by
+    probe row, with null keys on both sides and probe keys outside the build range."""
+    from hpc.domains.sql import join as join_module
+
+    rng = np.random.default_rng()
+    m = 150_000
+    b = rng.choice(np.arange(density * m), m, replace=False) - 12_345
+    a = rng.integers(-20_000, density * m, 230_000)
+    an, bn = rng.random(len(a)) < 0.05, rng.random(m) < 0.05
+    spy = []
+    original = join_module._direct_join
+    join_module._direct_join = lambda *args: spy.append(out := original(*args)) or out
+    try:
+        left, right = hash_join(a, b, how, probe_valid=~an, build_valid=~bn)
+    finally:
+        join_module._direct_join = original
+    assert (spy[0] is not None) == (density <= join_module._DIRECT_SPAN)
+    got = list(zip(left.tolist(), right.tolist(), strict=True))
+    assert got == sorted(got)
+    assert got == _duck(a, an, b, bn, how)
