@@ -110,13 +110,13 @@ def test_membership_equals_isin_by_bitmap_and_by_hash_table(spread):
     """``matched`` (IN a subquery's set) against ``np.isin``: probe keys below, inside and
     above the build keys' range and at the int64 extremes; a narrow range is answered by a
     bitmap, a wide one by a hash table."""
-    from hpc.domains.sql.join import _bitmap_span, matched
+    from hpc.domains.sql.join import _bitmap_fits, _key_range, matched
 
     rng = np.random.default_rng(spread)
     build = rng.integers(-500, 500, 2000) * spread
     probe = np.concatenate([rng.integers(-2000, 2000, 50_000) * spread,
                             [np.iinfo(np.int64).min, np.iinfo(np.int64).max, -1, 0]])
-    assert (_bitmap_span(build) is None) == (spread == 10**6)
+    assert _bitmap_fits(_key_range(build), len(build)) == (spread != 10**6)
     assert np.array_equal(matched(probe, build), np.isin(probe, build))
     small = build[:10]  # more build keys than probe keys: the probe's table screens them
     assert np.array_equal(matched(small, build), np.isin(small, build))
@@ -325,10 +325,10 @@ def test_scan_kernels_equal_numpy_on_random_inputs():
     for dtype in (np.int64, np.int32, np.int8, np.float64, np.float32, bool):
         values = rng.integers(-100, 100, 70_000).astype(dtype)
         index = rng.integers(0, len(values), 100_000)
-        for kernel in (scan_kernels.gather, scan_kernels.gather_parallel):
-            out = np.empty(len(index), dtype=values.dtype)
-            kernel(values, index, out)
-            assert np.array_equal(out, values.take(index)), seed
+        for order in (index, np.sort(index)):  # a join's rows, a filter's survivors
+            out = np.empty(len(order), dtype=values.dtype)
+            scan_kernels.gather_parallel(values, order, out)
+            assert np.array_equal(out, values.take(order)), seed
 
     unscaled = rng.integers(-(10**15), 10**15, 1000)
     words = np.stack([unscaled, unscaled >> 63], axis=1).ravel()

@@ -11,6 +11,8 @@ from numba import njit, prange
 
 from hpc.backend import array_module
 
+from .join import set_bits, slot_of
+
 __all__ = ["group_ids", "combine_ids", "reduce_groups", "sum_columns", "distinct_values",
            "distinct_integers", "AGGREGATES"]
 
@@ -44,8 +46,7 @@ def factorise(keys, ids, slot_key, slot_id, start, n):  # type: ignore[no-untype
     limit = slot_key.shape[0] // 2
     for i in range(start, keys.shape[0]):
         k = keys[i]
-        h = np.uint64(k) * np.uint64(0x9E3779B97F4A7C15)
-        s = np.int64((h >> np.uint64(29)) & np.uint64(mask))
+        s = slot_of(k, mask)
         while slot_id[s] != -1 and slot_key[s] != k:
             s = (s + 1) & mask
         if slot_id[s] == -1:
@@ -64,8 +65,7 @@ def rehash(old_key, old_id, slot_key, slot_id):  # type: ignore[no-untyped-def]
     mask = slot_key.shape[0] - 1
     for j in range(old_key.shape[0]):
         if old_id[j] != -1:
-            h = np.uint64(old_key[j]) * np.uint64(0x9E3779B97F4A7C15)
-            t = np.int64((h >> np.uint64(29)) & np.uint64(mask))
+            t = slot_of(old_key[j], mask)
             while slot_id[t] != -1:
                 t = (t + 1) & mask
             slot_key[t] = old_key[j]
@@ -84,8 +84,7 @@ def distinct_count(keys):  # type: ignore[no-untyped-def]
     n = 0
     for i in range(keys.shape[0]):
         k = keys[i]
-        h = np.uint64(k) * np.uint64(0x9E3779B97F4A7C15)
-        s = np.int64((h >> np.uint64(29)) & np.uint64(mask))
+        s = slot_of(k, mask)
         while used[s] and slot_key[s] != k:
             s = (s + 1) & mask
         if not used[s]:
@@ -93,13 +92,6 @@ def distinct_count(keys):  # type: ignore[no-untyped-def]
             slot_key[s] = k
             n += 1
     return n
-
-
-@njit(nogil=True, cache=True)
-def mark_present(keys, lo, seen):  # type: ignore[no-untyped-def]
-    # seen[k - lo] for every key (keys checked to lie in range by the caller)
-    for i in range(keys.shape[0]):
-        seen[keys[i] - lo] = True
 
 
 @njit(nogil=True, cache=True)
@@ -244,17 +236,18 @@ def distinct_values(values: np.ndarray) -> int:
 
 
 def distinct_integers(values: np.ndarray) -> np.ndarray | None:
-    """The distinct values of an integer column, ascending, from a byte per value of its
-    range (one pass, no group ids: ``SELECT DISTINCT k`` of an IN subquery over millions of
-    rows); ``None`` when the range is too wide for that (more than 8 bytes a row)."""
+    """The distinct values of an integer column, ascending, from a bitmap of its range
+    (one pass, no group ids: ``SELECT DISTINCT k`` of an IN subquery over millions of rows);
+    ``None`` when the range is too wide for that (more than 64 values a row)."""
     if values.dtype.kind not in "iu" or len(values) == 0:
         return None
     lo, span = _value_range(values)
-    if lo is None or span > max(8 * len(values), 1 << 16) or span > 1 << 28:
+    if lo is None or span > max(64 * len(values), 1 << 16) or span > 1 << 31:
         return None
-    seen = np.zeros(span, dtype=np.bool_)
-    mark_present(values, lo, seen)
-    return (np.flatnonzero(seen) + lo).astype(values.dtype)
+    bits = np.zeros((span + 63) // 64, dtype=np.uint64)
+    set_bits(values.astype(np.int64, copy=False), lo, bits)
+    present = np.unpackbits(bits.astype("<u8", copy=False).view(np.uint8), bitorder="little")
+    return (np.flatnonzero(present) + lo).astype(values.dtype)
 
 
 def combine_ids(columns: list[np.ndarray], valids: list[np.ndarray | None],

@@ -714,14 +714,12 @@ def _fused_sums(ids: Any, ngroups: int, aggs: list[_Agg], args: list[Column | No
              and col.kind == "float"]
     if not fused and not any(a.op == "count" and a.arg is None for a in aggs):
         return
-    columns: dict[int, int] = {}  # id of a value array -> its row in the sums
-    for i in fused:
-        columns.setdefault(id(args[i].values), len(columns))
-    arrays = {id(args[i].values): args[i].values for i in fused}
-    sums, count = aggregate.sum_columns(ids, ngroups, [arrays[k] for k in columns])
+    arrays = {id(args[i].values): args[i].values for i in fused}  # each array once, in order
+    row = {key: j for j, key in enumerate(arrays)}
+    sums, count = aggregate.sum_columns(ids, ngroups, list(arrays.values()))
     counts[None] = count
     for i in fused:
-        states[i] = {"sum": sums[columns[id(args[i].values)]], "count": count}
+        states[i] = {"sum": sums[row[id(args[i].values)]], "count": count}
 
 
 def _combine(backend: Backend, aggs: list[_Agg], states, key_out: list[Column], ngroups: int,

@@ -320,38 +320,46 @@ def hash_join(
     if build_valid is not None:  # null build keys never match: leave them out of the table
         kept = np.flatnonzero(build_valid)
         b = b[kept]
-    if how in ("inner", "left"):
-        pairs = _direct_join(p, probe_valid, b, how == "left")
-        if pairs is not None:
-            left, right = pairs
-            if build_valid is not None:  # back to the caller's build rows
-                hit = right >= 0
-                right[hit] = kept[right[hit]]
-            return left, right
-    table = chain = rows = None
-    if how in ("semi", "anti") or (how == "inner" and len(p) >= _SCREEN_ROWS
-                                   and _match_fraction(p, probe_valid, b) < _SCREEN_FRACTION):
-        hit_mask = _member(p, b, probe_valid)  # which probe rows match: one byte per row
-        if how != "inner":
-            rows = np.flatnonzero(hit_mask if how == "semi" else ~hit_mask)
-            return rows, np.full(len(rows), -1, dtype=np.int64)
-        rows = np.flatnonzero(hit_mask)  # pairs of the matching rows only
-        p, probe_valid = p[rows], None
+    key_range = _key_range(b)
+    if how in ("semi", "anti"):  # the probe rows with / without a match: one byte per row
+        hit_mask = _member(p, b, probe_valid, key_range)
+        rows = np.flatnonzero(hit_mask if how == "semi" else ~hit_mask)
+        return rows, np.full(len(rows), -1, dtype=np.int64)
+    pairs = _direct_join(p, probe_valid, b, how == "left", key_range)
+    left, right = pairs if pairs is not None else _hashed_join(p, probe_valid, b, how,
+                                                                 key_range)
+    if build_valid is not None:  # back to the caller's build rows
+        hit = right >= 0
+        right[hit] = kept[right[hit]]
+    return left, right
+
+
+def _hashed_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, how: str,
+                 key_range: tuple[int, int] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Inner or left join by hashing: screened by a match mask first when a sample says few
+    probe rows match, radix-partitioned for large inputs, else one table."""
+    rows = table = chain = None
+    if how == "inner" and len(p) >= _SCREEN_ROWS and (
+            _match_fraction(p, valid, b) < _SCREEN_FRACTION):
+        if _bitmap_fits(key_range, len(b)):
+            hit_mask = _member(p, b, valid, key_range)
+        else:  # the table that answers the screen also pairs the rows
+            table, chain = _hash_table(b)
+            hit_mask = _contains(p, table, valid)
+        rows = np.flatnonzero(hit_mask)  # pair the matching rows only
+        p, valid = p[rows], None
     big = len(b) >= RADIX_MIN[0] and len(p) >= RADIX_MIN[1]
-    if big and how in ("inner", "left") and (probe_valid is None or how == "inner"):
-        some = None if probe_valid is None else np.flatnonzero(probe_valid)
+    if big and (valid is None or how == "inner"):
+        some = None if valid is None else np.flatnonzero(valid)
         left, right = _radix_join(p if some is None else p[some], b, how == "left")
         if some is not None:
             left = some[left]
     else:
         if table is None:
             table, chain = _hash_table(b)
-        left, right = _plain_join(p, probe_valid, table, chain, how == "left")
+        left, right = _plain_join(p, valid, table, chain, how == "left")
     if rows is not None:  # back to the caller's probe rows
         left = rows[left]
-    if build_valid is not None:  # back to the caller's build rows
-        hit = right >= 0
-        right[hit] = kept[right[hit]]
     return left, right
 
 
@@ -362,17 +370,14 @@ def hash_join(
 _DIRECT_SPAN = 4
 
 
-def _direct_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray,
-                 outer: bool) -> tuple[np.ndarray, np.ndarray] | None:
+def _direct_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, outer: bool,
+                 key_range: tuple[int, int] | None) -> tuple[np.ndarray, np.ndarray] | None:
     """Inner or left join against unique, densely spread build keys by an array of build
     rows indexed by key (pairs ordered by probe row); ``None`` when the build keys repeat
     or spread too wide for it."""
-    if len(b) == 0 or len(b) >= 2**31:
+    if key_range is None or len(b) >= 2**31 or key_range[1] > _DIRECT_SPAN * len(b):
         return None
-    lo, hi = int(b.min()), int(b.max())
-    span = hi - lo + 1
-    if span > _DIRECT_SPAN * len(b):
-        return None
+    lo, span = key_range
     pos = np.full(span, -1, dtype=np.int32)
     if not _kernels["fill_direct"](b, lo, pos):
         return None
@@ -423,9 +428,11 @@ def matched(probe: np.ndarray, build: np.ndarray) -> np.ndarray:
         _kernels.update(_compile())
     p = probe.astype(np.int64, copy=False)
     b = build.astype(np.int64, copy=False)
-    if len(b) > 4 * len(p) and _bitmap_span(b) is None:
+    key_range = _key_range(b)
+    if len(b) > 4 * len(p) and not _bitmap_fits(key_range, len(b)):
         b = b[_contains(b, _hash_table(p)[0])]  # only the build keys some probe row has
-    return _member(p, b)
+        key_range = _key_range(b)
+    return _member(p, b, None, key_range)
 
 
 # build keys spanning at most this many values per key, or at most _BITMAP_BITS values in
@@ -436,22 +443,26 @@ _BITMAP_SPAN = 64
 _BITMAP_BITS = 1 << 25
 
 
-def _bitmap_span(b: np.ndarray) -> tuple[int, int] | None:
-    """``(lo, span)`` of the build keys when a bitmap of their range is small enough."""
+def _key_range(b: np.ndarray) -> tuple[int, int] | None:
+    """``(lo, span)`` of the build keys (``None`` when there are none)."""
     if len(b) == 0:
         return None
-    lo, hi = int(b.min()), int(b.max())
-    span = hi - lo + 1
-    return (lo, span) if span <= max(_BITMAP_SPAN * len(b), _BITMAP_BITS) else None
+    lo = int(b.min())
+    return lo, int(b.max()) - lo + 1
 
 
-def _member(keys: np.ndarray, b: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
-    """Whether each key (a null one: never) is among the build keys ``b``: a bitmap of
-    their range when it is small (:data:`_BITMAP_SPAN`), else a hash table."""
-    ranged = _bitmap_span(b)
-    if ranged is None:
+def _bitmap_fits(key_range: tuple[int, int] | None, n: int) -> bool:
+    """Whether a bitmap of ``n`` build keys' range is small enough (:data:`_BITMAP_SPAN`)."""
+    return key_range is not None and key_range[1] <= max(_BITMAP_SPAN * n, _BITMAP_BITS)
+
+
+def _member(keys: np.ndarray, b: np.ndarray, valid: np.ndarray | None,
+            key_range: tuple[int, int] | None) -> np.ndarray:
+    """Whether each key (a null one: never) is among the build keys ``b`` (their
+    :func:`_key_range`): a bitmap of their range when it is small, else a hash table."""
+    if not _bitmap_fits(key_range, len(b)):
         return _contains(keys, _hash_table(b)[0], valid)
-    lo, span = ranged
+    lo, span = key_range
     bits = np.zeros((span + 63) // 64, dtype=np.uint64)
     _kernels["set_bits"](b, lo, bits)
     out = np.empty(len(keys), dtype=bool)

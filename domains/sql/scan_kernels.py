@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["gather", "gather_parallel", "decimal_to_float", "sort_strings", "distinct_sorted",
+__all__ = ["gather_parallel", "decimal_to_float", "sort_strings", "distinct_sorted",
            "like_parts", "codes_into"]
 
 _SMALL = 16  # runs this short are insertion-sorted by direct comparison
@@ -28,20 +28,12 @@ _WORDS = 4  # 8-byte words of each string's start carried through the sort
 
 
 # kernels at module level so numba can cache them on disk (cache=True)
-@njit(nogil=True, cache=True)
-def gather(values, index, out):  # type: ignore[no-untyped-def]
-    """``out[:] = values[index]`` for a 1-D array and in-range indices (``ndarray.take``,
-    faster)."""
-    for i in range(index.shape[0]):
-        out[i] = values[np.uint64(index[i])]  # unsigned: no negative-index wraparound test
-
-
 @njit(parallel=True, nogil=True, cache=True)
 def gather_parallel(values, index, out):  # type: ignore[no-untyped-def]
-    """:func:`gather` on all threads, for scattered indices (a join's rows): each read is a
-    cache miss, so more threads keep more of them in flight."""
+    """``out[:] = values[index]`` for a 1-D array and in-range indices (``ndarray.take``,
+    faster), on all threads."""
     for i in prange(index.shape[0]):
-        out[i] = values[np.uint64(index[i])]
+        out[i] = values[np.uint64(index[i])]  # unsigned: no negative-index wraparound test
 
 
 @njit(parallel=True, nogil=True, cache=True)

@@ -57,9 +57,9 @@ class Column:
 
 
 def gather_rows(values: Any, index: Any) -> Any:
-    """``values.take(index)``: numba kernels for large NumPy arrays (no negative-index or
-    bounds tests; on all threads when the indices look scattered), the array's own ``take``
-    otherwise (CuPy, object arrays, short ones)."""
+    """``values.take(index)``: a numba kernel on all threads for large NumPy arrays (no
+    negative-index or bounds tests), the array's own ``take`` otherwise (CuPy, object
+    arrays, short ones)."""
     if (isinstance(values, np.ndarray) and isinstance(index, np.ndarray) and values.ndim == 1
             and index.ndim == 1 and len(index) >= _KERNEL_ROWS and index.dtype.kind in "iu"
             and (values.dtype.kind in "biu" or values.dtype in (np.float32, np.float64))):
