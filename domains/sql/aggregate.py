@@ -11,7 +11,7 @@ from numba import njit, prange
 
 from hpc.backend import array_module
 
-from .join import set_bits, slot_of
+from .join import slot_of
 
 __all__ = ["group_ids", "combine_ids", "reduce_groups", "sum_columns", "distinct_values",
            "distinct_integers", "AGGREGATES"]
@@ -92,6 +92,13 @@ def distinct_count(keys):  # type: ignore[no-untyped-def]
             slot_key[s] = k
             n += 1
     return n
+
+
+@njit(nogil=True, cache=True)
+def mark_present(keys, lo, seen):  # type: ignore[no-untyped-def]
+    # seen[k - lo] for every key (keys checked to lie in range by the caller)
+    for i in range(keys.shape[0]):
+        seen[keys[i] - lo] = True
 
 
 @njit(nogil=True, cache=True)
@@ -236,18 +243,19 @@ def distinct_values(values: np.ndarray) -> int:
 
 
 def distinct_integers(values: np.ndarray) -> np.ndarray | None:
-    """The distinct values of an integer column, ascending, from a bitmap of its range
-    (one pass, no group ids: ``SELECT DISTINCT k`` of an IN subquery over millions of rows);
-    ``None`` when the range is too wide for that (more than 64 values a row)."""
+    """The distinct values of an integer column, ascending, from a byte per value of its
+    range (one pass, no group ids: ``SELECT DISTINCT k`` of an IN subquery over millions of
+    rows); ``None`` when the range is too wide for that (more than 8 bytes a row). A byte,
+    not the joins' bitmap: unpacking the bits costs more than they save (29 ms against
+    13 ms for 1.5M distinct keys among 4M)."""
     if values.dtype.kind not in "iu" or len(values) == 0:
         return None
     lo, span = _value_range(values)
-    if lo is None or span > max(64 * len(values), 1 << 16) or span > 1 << 31:
+    if lo is None or span > max(8 * len(values), 1 << 16) or span > 1 << 28:
         return None
-    bits = np.zeros((span + 63) // 64, dtype=np.uint64)
-    set_bits(values.astype(np.int64, copy=False), lo, bits)
-    present = np.unpackbits(bits.astype("<u8", copy=False).view(np.uint8), bitorder="little")
-    return (np.flatnonzero(present) + lo).astype(values.dtype)
+    seen = np.zeros(span, dtype=np.bool_)
+    mark_present(values, lo, seen)
+    return (np.flatnonzero(seen) + lo).astype(values.dtype)
 
 
 def combine_ids(columns: list[np.ndarray], valids: list[np.ndarray | None],
