@@ -302,6 +302,76 @@ def test_filter_only_strings_skip_the_dictionary_sort(tmp_path, monkeypatch, whe
     assert len(ref) and same_rows(ours, ref, ordered=True) is None, (ours, ref)
 
 
+CARRIED_STRINGS = [  # c.name and c.note only carried: raw entries until settled
+    # a key (c.k) determines them: grouped without them, settled on the LIMIT's rows
+    "select c.k, c.name, c.note, sum(o.v) as s from c join o on c.k = o.k "
+    "group by c.k, c.name, c.note order by s desc, c.k limit 7",
+    # c.g does not determine c.name: settled, then grouped with it
+    "select c.g, c.name, count(*) as n, sum(o.v) as s from c join o on c.k = o.k "
+    "group by c.g, c.name",
+    # a raw key alone; equal names read as different entries must meet
+    "select c.name, count(*) as n from c join o on c.k = o.k group by c.name",
+    "select distinct c.name from c where c.name like '%a%'",
+    # carried through a join, a LEFT join (nulls) and a filter, no grouping
+    "select o.v, c.name, c.note from o left join c on o.k = c.k where o.v > 80",
+]
+
+
+def _carried_tables(tmp_path, stored: str):
+    """Tables c (unique keys k; repeated names with nulls and non-ASCII; nearly unique notes)
+    and o (keys with repeats and misses), as Parquet files of several row groups."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng()
+    n, m = 3000, 9000
+    names = np.array(["", "ab", "abc", "b", "é", "éa", "zz", "a b"], dtype=object)
+    name = names[rng.integers(0, len(names), n)]
+    name[rng.random(n) < 0.1] = None
+    note = np.array([f"note {i} {'x' * (i % 7)}" for i in rng.integers(0, 2 * n, n)],
+                    dtype=object)
+    c = pd.DataFrame({"k": rng.permutation(n), "g": rng.integers(0, 3, n),
+                      "name": pd.array(name, dtype="string"),
+                      "note": pd.array(note, dtype="string")})
+    o = pd.DataFrame({"k": rng.integers(-100, n + 100, m), "v": rng.integers(-100, 100, m)})
+    for label, frame in (("c", c), ("o", o)):
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False),
+                       tmp_path / f"{label}.parquet", row_group_size=700,
+                       use_dictionary=stored == "dictionary")
+    return {"c": c, "o": o}
+
+
+@pytest.mark.parametrize("stored", ["dictionary", "plain"])
+@pytest.mark.parametrize("sql", CARRIED_STRINGS)
+def test_carried_strings_are_settled_only_on_the_rows_left(tmp_path, monkeypatch, sql,
+                                                           stored):
+    """Strings a query only passes along stay raw (Parquet's entries, not sorted) through
+    joins and filters; grouped on, they give DuckDB's groups whether or not another key
+    determines them; with a LIMIT only the rows it keeps are sorted."""
+    from hpc.domains.sql import strings
+
+    frames = _carried_tables(tmp_path, stored)
+    sorted_sizes = []
+    sort_unique = strings.sort_unique
+    monkeypatch.setattr(strings, "sort_unique",
+                        lambda words: sorted_sizes.append(len(words)) or sort_unique(words))
+    ours, ref = _ours_and_duckdb(frames, sql, Catalog.from_directory(tmp_path))
+    assert len(ref) and same_rows(ours, ref, ordered="order by" in sql) is None, (ours, ref)
+    if "limit 7" in sql:
+        assert sorted_sizes and max(sorted_sizes) <= 7, sorted_sizes
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("stored", ["dictionary", "plain"])
+def test_carried_strings_on_ranks_equal_duckdb(tmp_path, stored):
+    """Carried strings settled over 3 ranks (each with its own raw entries) before a shuffle
+    join, the partial aggregates' exchange and the gather."""
+    _carried_tables(tmp_path, stored)
+    proc = run_mpi(3, [str(MPI_DIR / "check_sql_queries.py"), str(tmp_path), "0",
+                       *CARRIED_STRINGS], timeout=240)
+    assert "ok: 5 queries on 3 ranks" in proc.stdout
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_join_on_integer_and_float_keys_equals_duckdb(seed):
     """An inner join on an integer key and a float key (nulls, 0.0 and -0.0, duplicates):

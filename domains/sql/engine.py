@@ -33,7 +33,7 @@ from sqlglot import exp
 from hpc.backend import Backend, array_module, get_backend
 from hpc.comm import resolve_comm
 
-from . import aggregate, ops, strings
+from . import aggregate, carried, ops, strings
 from .catalog import Catalog, ScanCache
 from .errors import SQLError, UnsupportedSQL, describe
 from .exchange import allgather_columns, global_rows, partition_by_keys, ship
@@ -41,7 +41,7 @@ from .expressions import Frame, InSet, column_key, evaluate, predicate_mask, to_
 from .planner import QueryPlan, Source, aliases_of, parse, plan_select
 from .restrict import restricted
 from .subqueries import resolve_subqueries
-from .table import Column, Table
+from .table import Column, Table, settle_columns
 
 __all__ = ["query", "explain", "QueryOptions"]
 
@@ -156,10 +156,14 @@ def _execute(select: exp.Select, catalog: ScanCache, comm: Any, options: QueryOp
     plan = plan_select(resolve_subqueries(select, run), ctes)
     trace.start()
     frames: dict[str, Frame] = {}
-    used = _used_after_scans(plan)
+    refs = _refs_after_scans(plan)
+    used = {column_key(c) for c in refs}
+    # raw carried strings only on the host: their grouping check is a CPU kernel
+    kept_raw = set() if options.backend.is_gpu else carried.carried_columns(plan, refs)
     for src in plan.sources:  # the scans first: their keys restrict the derived tables
         if src.subquery is None:
-            frames[src.alias] = _scan(src, catalog, comm, options.backend, trace, used)
+            frames[src.alias] = _scan(src, catalog, comm, options.backend, trace, used,
+                                      kept_raw)
 
     def derive(src: Source, partners: dict[str, Column]) -> Frame:
         """A derived table, restricted to the keys its join partners have."""
@@ -247,15 +251,15 @@ def _sql(node: exp.Expression) -> str:
     return node.sql(dialect="duckdb")
 
 
-def _used_after_scans(plan: QueryPlan) -> set[str]:
-    """Column keys the plan reads after the scans: a column only a scan filter reads is not
-    carried (nor gathered by the filter)."""
+def _refs_after_scans(plan: QueryPlan) -> list[exp.Column]:
+    """The column references the plan reads after the scans: a column only a scan filter
+    reads is not carried (nor gathered by the filter)."""
     select = plan.select
     nodes = [*select.expressions, *plan.group, *_having(select), *_order_nodes(select),
              *(c for e in plan.edges for c in e), *plan.residual,
              *(t for src in plan.sources for t in src.on)]
-    return {column_key(c) for n in nodes for c in
-            ([n] if isinstance(n, exp.Column) else n.find_all(exp.Column))}
+    return [c for n in nodes for c in
+            ([n] if isinstance(n, exp.Column) else n.find_all(exp.Column))]
 
 
 def _read_per_entry(node: exp.Column) -> bool:
@@ -280,26 +284,31 @@ def _read_per_entry(node: exp.Column) -> bool:
     return False
 
 
-def _unsorted_columns(src: Source, used: set[str]) -> set[str]:
-    """Columns only the scan's per-entry string predicates read: their dictionaries need not
-    be sorted (see :class:`~.strings.Entries`). Empty when the scan keeps no other column,
-    since the filtered frame then carries them on."""
-    if not any(f"{src.alias}.{c}" in used for c in src.columns):
-        return set()
+def _unsorted_columns(src: Source, used: set[str], kept_raw: set[str]) -> set[str]:
+    """Columns whose dictionaries need not be sorted (see :class:`~.strings.Entries`): those
+    only the scan's per-entry string predicates read, and the carried ones (``kept_raw``,
+    see :mod:`.carried`) that its filters read only so. Only carried ones when the scan keeps
+    no other column, since the filtered frame then carries them all on."""
     refs: dict[str, list[exp.Column]] = {}
     for term in src.filters:
         for col in term.find_all(exp.Column):
             refs.setdefault(col.name, []).append(col)
-    return {c for c in src.columns if f"{src.alias}.{c}" not in used and c in refs
-            and all(_read_per_entry(r) for r in refs[c])}
+    keeps_any = any(f"{src.alias}.{c}" in used for c in src.columns)
+    out = set()
+    for c in src.columns:
+        key = f"{src.alias}.{c}"
+        per_entry = all(_read_per_entry(r) for r in refs.get(c, []))
+        if per_entry and (key in kept_raw or (keeps_any and key not in used and c in refs)):
+            out.add(c)
+    return out
 
 
 def _scan(src: Source, catalog: ScanCache, comm: Any, backend: Backend, trace: _Trace,
-          used: set[str]) -> Frame:
+          used: set[str], kept_raw: set[str]) -> Frame:
     """This rank's rows of a table, filtered; a column only the filters read is dropped
     once they have read it (not gathered by the filter, not carried further)."""
     table = ops.table_on(backend, catalog.load(src.table, src.columns, comm,
-                                               _unsorted_columns(src, used)))
+                                               _unsorted_columns(src, used, kept_raw)))
     frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
     mask = _mask(frame, src.filters)
     if mask is not None:
@@ -603,6 +612,7 @@ def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, backend: Backend, trace
     size = comm.Get_size()
     distinct = any(a.op == "count_distinct" for a in aggs)
     if distinct and size > 1:  # partition the rows by group, aggregate once
+        key_cols = list(settle_columns(dict(enumerate(key_cols)), comm).values())
         cols = {f"k{j}": c for j, c in enumerate(key_cols)}
         cols.update({f"a{i}": c for i, c in enumerate(args) if c is not None})
         cols["\0rows"] = Column(xp.zeros(frame.nrows, np.int8), "int")
@@ -614,11 +624,11 @@ def _aggregate(plan: QueryPlan, frame: Frame, comm: Any, backend: Backend, trace
         key_cols = [cols[f"k{j}"] for j in range(len(keys))]
         args = [None if a is None else cols[f"a{i}"] for i, a in enumerate(args)]
         states, key_out, ngroups = _partial(backend, key_cols, aggs, args, nrows,
-                                            one_group=not keys and comm.Get_rank() == 0)
+                                            not keys and comm.Get_rank() == 0, comm)
         final = _final(aggs, states)
     else:
         states, key_out, ngroups = _partial(backend, key_cols, aggs, args, frame.nrows,
-                                            one_group=not keys)
+                                            not keys, comm)
         if size > 1:
             states, key_out, ngroups = _combine(backend, aggs, states, key_out, ngroups, comm)
         final = _final(aggs, states)
@@ -653,18 +663,18 @@ def _order_nodes(select: exp.Select) -> list[exp.Expression]:
 
 
 def _partial(backend: Backend, key_cols: list[Column], aggs: list[_Agg],
-             args: list[Column | None], nrows: int, one_group: bool):
-    """Per-group states of this rank's rows: ``(states, key columns, ngroups)``."""
+             args: list[Column | None], nrows: int, one_group: bool, comm: Any):
+    """Collective (when a key is a raw carried string). Per-group states of this rank's
+    rows: ``(states, key columns, ngroups)``."""
     xp = backend.xp
-    if not aggs and len(key_cols) == 1 and not backend.is_gpu and key_cols[0].valid is None:
+    if (not aggs and len(key_cols) == 1 and not backend.is_gpu and key_cols[0].valid is None
+            and not carried.is_raw(key_cols[0])):
         distinct = aggregate.distinct_integers(key_cols[0].values)
         if distinct is not None:  # DISTINCT k (an IN or EXISTS subquery's keys): no group ids
             col = key_cols[0]
             return [], [Column(distinct, col.kind, col.dictionary)], len(distinct)
     if key_cols:
-        combined = ops.combine_ids(backend, [c.values for c in key_cols],
-                                   [c.valid for c in key_cols])
-        ids, ngroups, first = ops.group_ids(backend, combined)
+        ids, ngroups, first, key_cols = carried.group_ids(backend, key_cols, comm)
         key_out = [c.take(first) for c in key_cols]
     else:
         ids = xp.zeros(nrows, np.int64)
@@ -726,6 +736,7 @@ def _combine(backend: Backend, aggs: list[_Agg], states, key_out: list[Column], 
              comm: Any):
     """Collective. Ship partial states to the rank owning each group and merge them."""
     xp = backend.xp
+    key_out = list(settle_columns(dict(enumerate(key_out)), comm).values())
     cols: dict[str, Column] = {f"k{j}": c for j, c in enumerate(key_out)}
     for i, s in enumerate(states):
         for name in ("sum", "count", "value"):
@@ -833,7 +844,9 @@ def _finish(plan: QueryPlan, frame: Frame, items: list[exp.Expression], comm: An
     if ordered or gather != "none":  # results, and the few rows ordering keeps, on the host
         out = ops.columns_on_host(out)
     if ordered:
+        out = carried.settle_named(out, [k for k, _, _ in order_keys], comm)
         out = cut(out, n)  # this rank's top rows
+    out = settle_columns(out, comm)  # carried strings: the rows that are left
     if comm.Get_size() > 1 and (gather != "none" or ordered):
         n_local = len(next(iter(out.values()))) if out else 0
         out = ship(out, np.zeros(n_local, np.int64), comm)

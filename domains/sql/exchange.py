@@ -1,6 +1,7 @@
 """Moving columns between ranks: hash-partitioned shuffle, broadcast (all-gather) and gather to
 rank 0, on raw buffers (never pickled). String dictionaries are global (merged when a table is
-read), so only the int32 codes travel; validity masks travel as bytes when any rank has one."""
+read), so only the int32 codes travel; carried strings still in their raw entries are settled
+first (:func:`.table.settle`); validity masks travel as bytes when any rank has one."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from mpi4py import MPI
 from hpc.backend import array_module, to_host
 from hpc.shuffle import hash_partition, shuffle
 
-from .table import Column
+from . import strings
+from .table import Column, settle_columns
 
 __all__ = ["ship", "allgather_columns", "key_hash", "global_rows", "partition_by_keys"]
 
@@ -52,6 +54,7 @@ def ship(columns: dict[str, Column], dest: np.ndarray, comm: Any) -> dict[str, C
     :func:`hpc.shuffle.shuffle`); kinds and dictionaries are kept."""
     if comm.Get_size() == 1:
         return columns
+    columns = settle_columns(columns, comm)
     masked = _with_masks(columns, comm)
     return _columns(columns, shuffle(_arrays(columns, masked), dest, comm))
 
@@ -61,6 +64,7 @@ def allgather_columns(columns: dict[str, Column], comm: Any) -> dict[str, Column
     small side. Device columns travel through host buffers and return to the device."""
     if comm.Get_size() == 1:
         return columns
+    columns = settle_columns(columns, comm)
     masked = _with_masks(columns, comm)
     arrays = _arrays(columns, masked)
     n = len(next(iter(columns.values()))) if columns else 0
@@ -106,5 +110,7 @@ def partition_by_keys(
     """Collective. Rows with equal keys meet on one rank (the key hash names the rank)."""
     if comm.Get_size() == 1:
         return columns
+    if any(isinstance(k.dictionary, strings.Entries) for k in keys):
+        raise ValueError("partition keys must be settled strings (see table.settle)")
     dest = hash_partition(key_hash(keys).view(np.int64), comm.Get_size())
     return ship(columns, dest, comm)

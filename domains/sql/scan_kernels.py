@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit, prange
 
 __all__ = ["gather_parallel", "decimal_to_float", "sort_strings", "distinct_sorted",
-           "like_parts", "codes_into"]
+           "like_parts", "codes_into", "differs_in_group"]
 
 _SMALL = 16  # runs this short are insertion-sorted by direct comparison
 _WORDS = 4  # 8-byte words of each string's start carried through the sort
@@ -241,6 +241,22 @@ def distinct_sorted(offsets, data, order, first):  # type: ignore[no-untyped-def
     it."""
     for i in prange(order.shape[0]):
         first[i] = i == 0 or not _equal(offsets, data, order[i - 1], order[i])
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def differs_in_group(ids, first, codes, offsets, data, valid, has_valid):  # type: ignore[no-untyped-def]
+    """Rows whose string (``codes`` into Arrow's ``offsets``/``data``; a null where
+    ``has_valid`` and not ``valid``) differs from that of their group's first row
+    ``first[ids[row]]``: 0 when the column is constant in every group."""
+    count = 0
+    for r in prange(ids.shape[0]):
+        f = first[ids[r]]
+        if has_valid and valid[r] != valid[f]:
+            count += 1
+        elif (not has_valid or valid[r]) and codes[r] != codes[f] and not _equal(
+                offsets, data, codes[r], codes[f]):
+            count += 1
+    return count
 
 
 @njit(inline="always", cache=True)

@@ -18,7 +18,7 @@ from hpc.backend import array_module
 
 from . import strings
 
-__all__ = ["Column", "Table", "read_parquet", "merge_dictionaries"]
+__all__ = ["Column", "Table", "read_parquet", "merge_dictionaries", "settle", "settle_columns"]
 
 
 @dataclass
@@ -318,20 +318,59 @@ _PARQUET_READ = {"memory_map": True, "pre_buffer": False}
 
 
 def _stored_plain(meta: Any, schema: Any, name: str) -> bool:
-    """Whether a string column's pages hold the strings themselves (no dictionary page, or
-    the writer fell back from its dictionary: TPC-H's comments), so reading it as a
-    dictionary would mean hashing every row. Dictionary-encoded pages hold indices, at most
-    4 bytes a row."""
+    """Whether a string column is best read as plain strings, each row its own entry: its
+    pages hold the strings themselves (no dictionary page, or the writer fell back from its
+    dictionary: TPC-H's comments), so reading it as a dictionary would mean hashing every
+    row; or its dictionaries are most of its bytes (names, addresses, phones: nearly every
+    row a distinct string), which pyarrow reads plain in half the time. Dictionary-encoded
+    pages hold indices, at most 4 bytes a row."""
     index = schema.get_field_index(name)
     rows = meta.num_rows
-    data = 0
+    data = dictionaries = 0
     for g in range(meta.num_row_groups):
         chunk = meta.row_group(g).column(index)
         if not chunk.has_dictionary_page:
             return True
-        data += chunk.total_compressed_size - (chunk.data_page_offset
-                                               - chunk.dictionary_page_offset)
-    return rows > 0 and data > 4 * rows
+        pages = chunk.data_page_offset - chunk.dictionary_page_offset
+        dictionaries += pages
+        data += chunk.total_compressed_size - pages
+    return rows > 0 and (data > 4 * rows or dictionaries > data)
+
+
+def settle(column: Column, comm: Any = None) -> Column:
+    """Collective over ``comm`` (when given). A string column whose codes point into raw
+    :class:`~.strings.Entries` as one with a sorted dictionary of the strings its rows hold
+    (merged over the ranks, so codes mean the same everywhere); other columns unchanged.
+
+    Carried strings (a GROUP BY key another key determines, an output column) stay raw
+    through filters and joins and are settled once, on the rows that remain: often the few
+    a LIMIT keeps."""
+    if not isinstance(column.dictionary, strings.Entries):
+        return column
+    import pyarrow as pa
+
+    words = column.dictionary.words
+    if len(words) == 0:  # every row a null
+        words = pa.array([""], type=pa.string())
+    if len(column) < len(words):  # fewer rows than entries: sort just the rows' strings
+        unique, values = strings.sort_unique(words.take(np.asarray(column.values)))
+    else:
+        unique, lookup = strings.sort_unique(words)
+        values = gather_rows(lookup, column.values)
+    out = Column(values, "string", strings.to_numpy(unique), column.valid)
+    if comm is not None:
+        merge_dictionaries(Table({"c": out}), comm)
+    return out
+
+
+def settle_columns(columns: dict[str, Column], comm: Any = None) -> dict[str, Column]:
+    """Collective over ``comm``. :func:`settle` of every column (a column held under several
+    names is settled once)."""
+    done: dict[int, Column] = {}
+    for c in columns.values():
+        if isinstance(c.dictionary, strings.Entries) and id(c) not in done:
+            done[id(c)] = settle(c, comm)
+    return {n: done.get(id(c), c) for n, c in columns.items()} if done else columns
 
 
 def merge_dictionaries(table: Table, comm: Any) -> Table:
