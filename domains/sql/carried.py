@@ -21,23 +21,77 @@ from sqlglot import exp
 from hpc.backend import Backend
 
 from . import ops, strings
-from .expressions import column_key
-from .planner import QueryPlan
+from .expressions import InSet, column_key
+from .planner import QueryPlan, Source
 from .table import Column, settle, settle_columns
 
-__all__ = ["carried_columns", "group_ids", "settle_named"]
+__all__ = ["carried_columns", "unsorted_columns", "read_per_entry", "per_entry_top",
+           "group_ids", "settle_named", "is_raw"]
+
+
+def per_entry_top(node: exp.Expression) -> exp.Expression:
+    """The outermost of the SUBSTRINGs by constants around ``node``: functions of one string
+    computed entry by entry, so raw entries stay raw through them."""
+    while (isinstance(node.parent, exp.Substring) and node.parent.this is node
+           and all(isinstance(node.parent.args.get(a), exp.Literal | None)
+                   for a in ("start", "length"))):
+        node = node.parent
+    return node
 
 
 def carried_columns(plan: QueryPlan, refs: list[exp.Column]) -> set[str]:
     """Keys of the columns that ``refs`` (every column reference after the scans) reads only
-    as a bare output column or a bare GROUP BY key."""
-    bare = {id(n) for n in [*(e.unalias() for e in plan.select.expressions), *plan.group]
-            if isinstance(n, exp.Column)}
+    as a bare output column or a bare GROUP BY key (perhaps through SUBSTRINGs by constants).
+    """
+    bare = {id(e.unalias()) for e in plan.select.expressions} | {id(g) for g in plan.group}
     only_bare: dict[str, bool] = {}
     for c in refs:
         key = column_key(c)
-        only_bare[key] = only_bare.get(key, True) and id(c) in bare
+        only_bare[key] = only_bare.get(key, True) and id(per_entry_top(c)) in bare
     return {k for k, ok in only_bare.items() if ok}
+
+
+def read_per_entry(node: exp.Column) -> bool:
+    """Whether a column reference is the subject of a predicate decided entry by entry of a
+    string dictionary (LIKE, IN a list or a subquery's set, a comparison with constants),
+    perhaps through SUBSTRINGs by constants (see :func:`per_entry_top`)."""
+    node = per_entry_top(node)
+    parent = node.parent
+
+    def text(e: exp.Expression | None) -> bool:
+        return isinstance(e, exp.Literal) and e.is_string
+
+    if isinstance(parent, exp.Like):
+        return parent.this is node and text(parent.expression)
+    if isinstance(parent, InSet):
+        return parent.this is node
+    if isinstance(parent, exp.In):
+        return (parent.this is node and parent.args.get("query") is None
+                and all(text(e) for e in parent.expressions))
+    if isinstance(parent, exp.Between):
+        return parent.this is node and text(parent.args["low"]) and text(parent.args["high"])
+    if isinstance(parent, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
+        return text(parent.expression if parent.this is node else parent.this)
+    return False
+
+
+def unsorted_columns(src: Source, used: set[str], kept_raw: set[str]) -> set[str]:
+    """Columns whose dictionaries need not be sorted (see :class:`~.strings.Entries`): those
+    only the scan's per-entry string predicates read, and the carried ones (``kept_raw``,
+    see :mod:`.carried`) that its filters read only so. Only carried ones when the scan keeps
+    no other column, since the filtered frame then carries them all on."""
+    refs: dict[str, list[exp.Column]] = {}
+    for term in src.filters:
+        for col in term.find_all(exp.Column):
+            refs.setdefault(col.name, []).append(col)
+    keeps_any = any(f"{src.alias}.{c}" in used for c in src.columns)
+    out = set()
+    for c in src.columns:
+        key = f"{src.alias}.{c}"
+        per_entry = all(read_per_entry(r) for r in refs.get(c, []))
+        if per_entry and (key in kept_raw or (keeps_any and key not in used and c in refs)):
+            out.add(c)
+    return out
 
 
 def is_raw(column: Column) -> bool:

@@ -262,53 +262,12 @@ def _refs_after_scans(plan: QueryPlan) -> list[exp.Column]:
             ([n] if isinstance(n, exp.Column) else n.find_all(exp.Column))]
 
 
-def _read_per_entry(node: exp.Column) -> bool:
-    """Whether a column reference is the subject of a predicate decided entry by entry of a
-    string dictionary (LIKE, IN a list or a subquery's set, a comparison with constants)."""
-    parent = node.parent
-
-    def text(e: exp.Expression | None) -> bool:
-        return isinstance(e, exp.Literal) and e.is_string
-
-    if isinstance(parent, exp.Like):
-        return parent.this is node and text(parent.expression)
-    if isinstance(parent, InSet):
-        return parent.this is node
-    if isinstance(parent, exp.In):
-        return (parent.this is node and parent.args.get("query") is None
-                and all(text(e) for e in parent.expressions))
-    if isinstance(parent, exp.Between):
-        return parent.this is node and text(parent.args["low"]) and text(parent.args["high"])
-    if isinstance(parent, (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)):
-        return text(parent.expression if parent.this is node else parent.this)
-    return False
-
-
-def _unsorted_columns(src: Source, used: set[str], kept_raw: set[str]) -> set[str]:
-    """Columns whose dictionaries need not be sorted (see :class:`~.strings.Entries`): those
-    only the scan's per-entry string predicates read, and the carried ones (``kept_raw``,
-    see :mod:`.carried`) that its filters read only so. Only carried ones when the scan keeps
-    no other column, since the filtered frame then carries them all on."""
-    refs: dict[str, list[exp.Column]] = {}
-    for term in src.filters:
-        for col in term.find_all(exp.Column):
-            refs.setdefault(col.name, []).append(col)
-    keeps_any = any(f"{src.alias}.{c}" in used for c in src.columns)
-    out = set()
-    for c in src.columns:
-        key = f"{src.alias}.{c}"
-        per_entry = all(_read_per_entry(r) for r in refs.get(c, []))
-        if per_entry and (key in kept_raw or (keeps_any and key not in used and c in refs)):
-            out.add(c)
-    return out
-
-
 def _scan(src: Source, catalog: ScanCache, comm: Any, backend: Backend, trace: _Trace,
           used: set[str], kept_raw: set[str]) -> Frame:
     """This rank's rows of a table, filtered; a column only the filters read is dropped
     once they have read it (not gathered by the filter, not carried further)."""
     table = ops.table_on(backend, catalog.load(src.table, src.columns, comm,
-                                               _unsorted_columns(src, used, kept_raw)))
+                                               carried.unsorted_columns(src, used, kept_raw)))
     frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
     mask = _mask(frame, src.filters)
     if mask is not None:

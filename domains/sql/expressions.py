@@ -524,7 +524,8 @@ def _substring(node: exp.Substring, frame: Frame) -> Value:
         raise UnsupportedSQL(f"SUBSTRING of a string column by constants: {describe(node)}")
     dictionary, codes = strings.substring(v.dictionary, int(s.values),
                                           None if n is None else int(n.values))
-    return Value(_lookup(codes, v.values), "string", dictionary, v.valid)
+    return Value(v.values if codes is None else _lookup(codes, v.values), "string", dictionary,
+                 v.valid)
 
 
 _HANDLERS: dict[type, Any] = {

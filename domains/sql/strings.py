@@ -209,15 +209,18 @@ def remap(dictionary: np.ndarray, merged: np.ndarray) -> np.ndarray:
         zero_copy_only=False).astype(np.int32)
 
 
-def substring(dictionary: np.ndarray, start: int, length: int | None) -> tuple[np.ndarray,
-                                                                               np.ndarray]:
+def substring(dictionary: np.ndarray | Entries, start: int,
+              length: int | None) -> tuple[np.ndarray | Entries, np.ndarray | None]:
     """SQL SUBSTRING (1-based ``start``) of every entry: ``(new sorted dictionary, remap from
-    old codes to new codes)``."""
+    old codes to new codes)``; of raw :class:`Entries`, ``(their substrings, None)``: the
+    codes stay."""
     import pyarrow.compute as pc
 
-    if len(dictionary) == 0:
-        return np.zeros(0, dtype=object), np.zeros(0, dtype=np.int32)
     lo = max(start - 1, 0)
     stop = None if length is None else lo + length
+    if isinstance(dictionary, Entries):  # raw entries stay raw: the codes are unchanged
+        return Entries(pc.utf8_slice_codeunits(dictionary.words, lo, stop)), None
+    if len(dictionary) == 0:
+        return np.zeros(0, dtype=object), np.zeros(0, dtype=np.int32)
     unique, code = sort_unique(pc.utf8_slice_codeunits(arrow(dictionary), lo, stop))
     return to_numpy(unique), code  # all in Arrow: Python strings only for the distinct cuts
