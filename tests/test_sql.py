@@ -178,6 +178,25 @@ def test_parquet_parts_cover_the_file_once_with_shared_dictionaries(tmp_path, nr
         read_parquet(str(tmp_path / "bad.parquet"))
 
 
+def test_a_rewritten_parquet_file_is_read_anew(tmp_path):
+    """The kept memory map and footer of a file are dropped once it changes: rewritten in
+    place with other rows and row groups, replaced by another file, or made unreadable."""
+    rng = np.random.default_rng()
+    path = tmp_path / "t.parquet"
+    for n, groups in ((5000, 3), (5000, 4), (120, 1)):
+        values = rng.integers(-10**9, 10**9, n)
+        pq.write_table(pa.table({"k": values}), path, row_group_size=-(-n // groups))
+        assert np.array_equal(read_parquet(str(path))["k"].values, values)
+        assert np.array_equal(read_parquet(str(path))["k"].values, values)  # from the map
+    other = tmp_path / "u.parquet"
+    pq.write_table(pa.table({"k": np.arange(7)}), other)
+    other.replace(path)
+    assert read_parquet(str(path))["k"].values.tolist() == list(range(7))
+    path.write_bytes(b"not parquet any more")
+    with pytest.raises(OSError, match="not a readable Parquet"):
+        read_parquet(str(path))
+
+
 @st.composite
 def grouped(draw):
     n = draw(st.integers(0, 80))
