@@ -406,8 +406,8 @@ def test_dictionary_chunks_decimals_and_filters_read_as_the_values():
                                 pa.array(decimals[50_000:], pa.decimal128(38, 2))])
         col = Table.from_arrow(pa.table({"d": arr}))["d"]
         want = unscaled / 100.0
-        if big:  # that chunk takes Arrow's cast
-            want[:50_000] = arr.chunk(0).cast(pa.float64()).fill_null(0.0).to_numpy()
+        if big:  # that value takes Arrow's cast, the rest of its chunk does not
+            want[5] = arr.chunk(0)[5].cast(pa.float64()).as_py()
         want[3] = 0.0
         assert col.valid is not None and not col.valid[3]
         assert np.array_equal(col.values, want), seed
@@ -415,6 +415,43 @@ def test_dictionary_chunks_decimals_and_filters_read_as_the_values():
         kept = col.gather(index)
         assert np.array_equal(kept.values, col.values[index])
         assert np.array_equal(kept.valid, col.valid[index])
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_decimals_convert_only_the_rows_a_selective_filter_keeps(big):
+    """A decimal column without nulls converts a selective filter's survivors straight from
+    its chunks (offset slices too); other gathers, and values past 64 bits, convert it whole;
+    every way gives Arrow's float64 values."""
+    from decimal import Decimal
+
+    from hpc.domains.sql.table import Decimals
+
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    unscaled = rng.integers(-(10**15), 10**15, 120_000)
+    decimals = [Decimal(int(u)).scaleb(-3) for u in unscaled]
+    if big:
+        decimals[70_000] = Decimal(10**30)
+    whole = pa.array(decimals, pa.decimal128(38, 3))
+    arr = pa.chunked_array([whole.slice(0, 40_000), whole.slice(40_000, 1), whole.slice(40_001)])
+    want = unscaled / 1000.0
+    if big:  # that value takes Arrow's cast
+        want[70_000] = whole[70_000].cast(pa.float64()).as_py()
+
+    def fresh():
+        col = Table.from_arrow(pa.table({"d": arr}))["d"]
+        assert isinstance(col, Decimals) and col.valid is None and len(col) == len(want)
+        return col
+
+    for share in (0.01, 0.2, 0.9):
+        index = np.flatnonzero(rng.random(len(want)) < share)
+        col = fresh()
+        assert np.array_equal(col.gather(index).values, want[index]), (seed, share)
+        assert col._values is None or big or share > 0.25  # converted whole only then
+        assert np.array_equal(col.values, want), seed
+    jumbled = rng.permutation(len(want))[:1000]  # a join's rows: not ascending
+    assert np.array_equal(fresh().gather(jumbled).values, want[jumbled]), seed
+    assert np.array_equal(fresh().take(np.array([-1, 5, 40_000])).values[1:], want[[5, 40_000]])
 
 
 def test_like_equals_arrow_on_random_patterns():

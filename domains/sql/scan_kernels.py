@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["gather_parallel", "decimal_to_float", "sort_strings", "distinct_sorted",
-           "like_parts", "codes_into", "differs_in_group"]
+__all__ = ["gather_parallel", "decimal_to_float", "decimal_gather", "sort_strings",
+           "distinct_sorted", "like_parts", "codes_into", "differs_in_group"]
 
 _SMALL = 16  # runs this short are insertion-sorted by direct comparison
 _WORDS = 4  # 8-byte words of each string's start carried through the sort
@@ -45,6 +45,21 @@ def decimal_to_float(words, divisor, out):  # type: ignore[no-untyped-def]
     for i in prange(out.shape[0]):
         lo = words[2 * i]
         if words[2 * i + 1] != (lo >> 63):  # the high word is more than the sign
+            wide += 1
+        out[i] = lo / divisor
+    return wide
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def decimal_gather(words, index, base, divisor, out):  # type: ignore[no-untyped-def]
+    """``out[i]`` = decimal128 value ``index[i] - base`` of ``words`` (as in
+    :func:`decimal_to_float`) divided by ``divisor``; returns how many did not fit in 64
+    bits."""
+    wide = 0
+    for i in prange(out.shape[0]):
+        j = 2 * (index[i] - base)
+        lo = words[j]
+        if words[j + 1] != (lo >> 63):
             wide += 1
         out[i] = lo / divisor
     return wide
