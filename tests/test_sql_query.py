@@ -72,6 +72,26 @@ def test_explain_shows_the_joins_with_rows(tpch):
     assert any("Aggregate" in line for line in table.to_pandas()["plan"])
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_a_with_table_used_twice_runs_once(seed):
+    """A WITH table read by a scalar subquery and joined by the outer query (TPC-H Q15's
+    shape) gives DuckDB's rows and is computed once: its scan runs once."""
+    rng = np.random.default_rng()
+    n = 5000
+    t = pd.DataFrame({"k": rng.integers(0, 300, n), "v": rng.integers(-50, 100, n)})
+    u = pd.DataFrame({"k": rng.permutation(400)[:250], "w": rng.integers(0, 9, 250)})
+    sql = ("with r as (select t.k as k, sum(t.v) as s from t where t.v > -40 group by t.k) "
+           "select u.k, u.w, r.s from u, r where u.k = r.k "
+           "and r.s >= (select max(r2.s) from r as r2) - 200 order by u.k")
+    ours, ref = _ours_and_duckdb({"t": t, "u": u}, sql)
+    assert len(ref) and same_rows(ours, ref, ordered=True) is None, (ours, ref)
+    catalog = Catalog()
+    catalog.register("t", Table.from_pandas(t))
+    catalog.register("u", Table.from_pandas(u))
+    plan = explain(sql, catalog)
+    assert plan.count("Scan t AS t") == 1 and plan.count("Derived table r") == 2, plan
+
+
 # -- random tables ------------------------------------------------------------------------------
 def _nullable(draw, n, values):
     data = draw(st.lists(values, min_size=n, max_size=n))

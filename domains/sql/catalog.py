@@ -202,6 +202,9 @@ class ScanCache:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self._columns: dict[tuple[str, str], Column] = {}
+        # derived and WITH tables computed whole, by their SQL and the WITH tables in scope:
+        # one used twice (TPC-H Q15's revenue0) runs once
+        self.derived: dict[Any, Table] = {}
 
     def load(self, name: str, columns: list[str], comm: Any = None,
              unsorted: Collection[str] = ()) -> Table:

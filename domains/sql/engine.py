@@ -166,14 +166,22 @@ def _execute(select: exp.Select, catalog: ScanCache, comm: Any, options: QueryOp
                                       kept_raw)
 
     def derive(src: Source, partners: dict[str, Column]) -> Frame:
-        """A derived table, restricted to the keys its join partners have."""
+        """A derived table, restricted to the keys its join partners have, unless this
+        query has already computed it whole."""
+        whole = (_sql(src.subquery), tuple(sorted((n, id(s)) for n, s in ctes.items())))
+        if whole in catalog.derived:
+            return _derived_frame(src, catalog.derived[whole], trace)
         links = []
         for a, b in [*plan.edges, *_equalities(src.on)]:
             for mine, other in ((a, b), (b, a)):
                 if mine.table == src.alias and column_key(other) in partners:
                     links.append((mine.name, partners[column_key(other)]))
         sub = restricted(src.subquery, links, comm)
-        return _derived(src, sub, catalog, comm, options, trace, ctes)
+        table = ops.table_on(options.backend, _execute(sub, catalog, comm, options, trace, ctes,
+                                                       "none"))
+        if sub is src.subquery:
+            catalog.derived[whole] = table
+        return _derived_frame(src, table, trace)
 
     scanned = {k: c for f in frames.values() for k, c in f.columns.items()}
     for src in plan.sources:  # a LEFT JOINed one waits for the rows it is joined to
@@ -195,12 +203,9 @@ def _equalities(terms: list[exp.Expression]) -> list[tuple[exp.Column, exp.Colum
     return [(t.this, t.expression) for t in terms if _is_equality(t)]
 
 
-def _derived(src: Source, sub: exp.Select, catalog: ScanCache, comm: Any, options: QueryOptions,
-             trace: _Trace, ctes: dict[str, exp.Select]) -> Frame:
-    """A derived table or WITH table (``sub``: its query, perhaps restricted), run where its
-    rows are (not gathered), then filtered."""
-    table = ops.table_on(options.backend, _execute(sub, catalog, comm, options, trace, ctes,
-                                                   "none"))
+def _derived_frame(src: Source, table: Table, trace: _Trace) -> Frame:
+    """A derived table or WITH table (its rows where they were computed, not gathered),
+    filtered."""
     frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
     frame = _filter(frame, *src.filters)
     trace.add(lambda: f"Derived table {src.alias} [{', '.join(table.columns)}]", frame.nrows)
