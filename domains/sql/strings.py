@@ -144,7 +144,7 @@ def like(dictionary: np.ndarray, pattern: str) -> np.ndarray:
         return np.zeros(0, bool)
     if "_" in pattern or "\\" in pattern:
         return pc.match_like(arrow(dictionary), pattern).to_numpy(zero_copy_only=False)
-    from .scan_kernels import like_parts
+    from .scan_kernels import horspool_shifts, like_parts
 
     parts = [p.encode() for p in pattern.split("%")]
     bounds = np.zeros(len(parts) + 1, dtype=np.int64)
@@ -152,7 +152,8 @@ def like(dictionary: np.ndarray, pattern: str) -> np.ndarray:
     literal = np.frombuffer(b"".join(parts), dtype=np.uint8) if bounds[-1] else np.zeros(
         1, dtype=np.uint8)
     out = np.empty(len(dictionary), dtype=bool)
-    like_parts(*_buffers(_plain(arrow(dictionary))), literal, bounds, out)
+    like_parts(*_buffers(_plain(arrow(dictionary))), literal, bounds,
+               horspool_shifts(literal, bounds), out)
     return out
 
 
