@@ -12,7 +12,7 @@ duckdb = pytest.importorskip("duckdb")
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
-from hpc.domains.sql import Table, hash_join, read_parquet  # noqa: E402
+from hpc.domains.sql import Catalog, Table, hash_join, read_parquet  # noqa: E402
 
 from tests.conftest import MPI_DIR, run_mpi  # noqa: E402
 
@@ -449,6 +449,10 @@ def test_decimals_convert_only_the_rows_a_selective_filter_keeps(big):
         assert np.array_equal(col.gather(index).values, want[index]), (seed, share)
         assert col._values is None or big or share > 0.25  # converted whole only then
         assert np.array_equal(col.values, want), seed
+    held = Catalog()  # a table held in memory keeps floats, not Arrow's decimals
+    held.register("t", Table({"d": fresh()}))
+    kept = held.load("t", ["d"])["d"]
+    assert not isinstance(kept, Decimals) and np.array_equal(kept.values, want)
     jumbled = rng.permutation(len(want))[:1000]  # a join's rows: not ascending
     assert np.array_equal(fresh().gather(jumbled).values, want[jumbled]), seed
     assert np.array_equal(fresh().take(np.array([-1, 5, 40_000])).values[1:], want[[5, 40_000]])

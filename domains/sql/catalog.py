@@ -117,7 +117,7 @@ class Catalog:
         string dictionaries are merged over the ranks here."""
         comm = resolve_comm(comm)
         merge_dictionaries(table, comm)
-        self._memory[name] = table
+        self._memory[name] = table.materialised()
         self._kinds[name] = {n: c.kind for n, c in table.columns.items()}
         self._rows[name] = int(comm.allreduce(table.num_rows))
 
@@ -134,7 +134,7 @@ class Catalog:
         out = Catalog()
         for name in self.tables:
             table = self.load(name, self.columns(name), comm)  # dictionaries already merged
-            out._memory[name] = table_on(backend, table)
+            out._memory[name] = table_on(backend, table.materialised())
             out._kinds[name] = dict(self._kinds[name])
             out._rows[name] = self._rows[name]
         return out

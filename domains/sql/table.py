@@ -160,6 +160,12 @@ class Table:
     def take(self, index: np.ndarray) -> Table:
         return Table({n: c.take(index) for n, c in self.columns.items()})
 
+    def materialised(self) -> Table:
+        """The same table with every column's values converted (no :class:`Decimals` left
+        waiting): what a table held in memory for many queries should be."""
+        return Table({n: Column(c.values, c.kind, c.dictionary, c.valid)
+                      if isinstance(c, Decimals) else c for n, c in self.columns.items()})
+
     # -- interop --------------------------------------------------------------------------
     @classmethod
     def from_arrow(cls, table: Any, unsorted: Collection[str] = ()) -> Table:
