@@ -323,6 +323,14 @@ _CHUNKS = 16  # slots of sum_columns: fixed, so sums are the same on any number 
 _CHUNKED_GROUPS = 1 << 12  # more groups: one slot (the slots' tables would leave the cache)
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view: numba types a tuple of arrays by each one's flags, so columns that
+    Arrow owns (read-only) and NumPy's must all look alike to share one kernel."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def sum_columns(ids: np.ndarray, ngroups: int,
                 columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(sums, counts)``: per-group sums of several float64 columns without nulls
@@ -334,7 +342,7 @@ def sum_columns(ids: np.ndarray, ngroups: int,
     totals = np.zeros((chunks, ngroups, len(columns)))
     counts = np.zeros((chunks, ngroups), dtype=np.int64)
     if columns and n:
-        values = tuple(np.ascontiguousarray(c, dtype=np.float64) for c in columns)
+        values = tuple(_read_only(np.ascontiguousarray(c, dtype=np.float64)) for c in columns)
         sums_by_chunk(ids, values, ngroups, chunks, totals, counts)
     elif n:
         counts[0] = np.bincount(ids, minlength=ngroups)

@@ -103,11 +103,20 @@ def group_ids(backend: Backend, keys: list[Column],
     """Collective over ``comm``. ``(ids, ngroups, first rows, keys)`` of GROUP BY ``keys``
     (see :func:`.aggregate.group_ids`), the keys returned settled where they had to be.
 
-    Raw string keys are first tried as determined by the other keys (``GROUP BY c_custkey,
-    c_name``): grouped by those, a raw key that holds one string in every group adds no
-    groups and stays raw. Otherwise (over all ranks) the raw keys are settled and grouped
-    with the rest."""
+    Raw string keys with few entries for their rows (a flag's few Parquet dictionaries) are
+    settled at once. The others are first tried as determined by the remaining keys
+    (``GROUP BY c_custkey, c_name``): grouped by those, a raw key that holds one string in
+    every group adds no groups and stays raw. Otherwise (over all ranks) the raw keys are
+    settled and grouped with the rest."""
     raw = [j for j, c in enumerate(keys) if is_raw(c)]
+    if raw:  # raw keys with few entries (Q1's flags) cost little to settle: no check
+        sizes = np.array([len(keys[j].dictionary) for j in raw] + [len(keys[0])], np.int64)
+        if comm.Get_size() > 1:  # decided on the totals: the same on every rank
+            sizes = comm.allreduce(sizes, op=MPI.SUM)
+        few = {j for j, entries in zip(raw, sizes[:-1], strict=True)
+               if _FEW_ROWS_AN_ENTRY * entries <= sizes[-1]}
+        keys = [settle(c, comm) if j in few else c for j, c in enumerate(keys)]
+        raw = [j for j in raw if j not in few]
     others = [c for c in keys if not is_raw(c)]
     if raw and others:
         ids, ngroups, first = _ids(backend, others)
@@ -119,6 +128,9 @@ def group_ids(backend: Backend, keys: list[Column],
     if raw:
         keys = [settle(c, comm) if is_raw(c) else c for c in keys]
     return (*_ids(backend, keys), keys)
+
+
+_FEW_ROWS_AN_ENTRY = 8  # raw keys with this many rows an entry are settled, not checked
 
 
 def _ids(backend: Backend, keys: list[Column]) -> tuple[Any, int, Any]:
