@@ -26,7 +26,7 @@ from .planner import QueryPlan, Source
 from .table import Column, settle, settle_columns
 
 __all__ = ["carried_columns", "unsorted_columns", "read_per_entry", "per_entry_top",
-           "group_ids", "settle_named", "is_raw"]
+           "group_ids", "settle_named"]
 
 
 def per_entry_top(node: exp.Expression) -> exp.Expression:
@@ -94,10 +94,6 @@ def unsorted_columns(src: Source, used: set[str], kept_raw: set[str]) -> set[str
     return out
 
 
-def is_raw(column: Column) -> bool:
-    return isinstance(column.dictionary, strings.Entries)
-
-
 def group_ids(backend: Backend, keys: list[Column],
               comm: Any) -> tuple[Any, int, Any, list[Column]]:
     """Collective over ``comm``. ``(ids, ngroups, first rows, keys)`` of GROUP BY ``keys``
@@ -108,7 +104,7 @@ def group_ids(backend: Backend, keys: list[Column],
     (``GROUP BY c_custkey, c_name``): grouped by those, a raw key that holds one string in
     every group adds no groups and stays raw. Otherwise (over all ranks) the raw keys are
     settled and grouped with the rest."""
-    raw = [j for j, c in enumerate(keys) if is_raw(c)]
+    raw = [j for j, c in enumerate(keys) if c.raw]
     if raw:  # raw keys with few entries (Q1's flags) cost little to settle: no check
         sizes = np.array([len(keys[j].dictionary) for j in raw] + [len(keys[0])], np.int64)
         if comm.Get_size() > 1:  # decided on the totals: the same on every rank
@@ -117,7 +113,7 @@ def group_ids(backend: Backend, keys: list[Column],
                if _FEW_ROWS_AN_ENTRY * entries <= sizes[-1]}
         keys = [settle(c, comm) if j in few else c for j, c in enumerate(keys)]
         raw = [j for j in raw if j not in few]
-    others = [c for c in keys if not is_raw(c)]
+    others = [c for c in keys if not c.raw]
     if raw and others:
         ids, ngroups, first = _ids(backend, others)
         differ = sum(_differs(ids, first, keys[j]) for j in raw)
@@ -126,7 +122,7 @@ def group_ids(backend: Backend, keys: list[Column],
         if differ == 0:
             return ids, ngroups, first, keys
     if raw:
-        keys = [settle(c, comm) if is_raw(c) else c for c in keys]
+        keys = [settle(c, comm) if c.raw else c for c in keys]
     return (*_ids(backend, keys), keys)
 
 

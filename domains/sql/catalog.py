@@ -220,7 +220,7 @@ class ScanCache:
 
     def _has(self, name: str, column: str, unsorted: bool) -> bool:
         hit = self._columns.get((name, column))
-        return hit is not None and (unsorted or not isinstance(hit.dictionary, strings.Entries))
+        return hit is not None and (unsorted or not hit.raw)
 
 
 def _rows_only(t: Table) -> Table:

@@ -282,19 +282,20 @@ def _scan(src: Source, catalog: ScanCache, comm: Any, backend: Backend, trace: _
                                                carried.unsorted_columns(src, used, kept_raw)))
     frame = Frame({f"{src.alias}.{n}": c for n, c in table.columns.items()}, table.num_rows)
     mask = _mask(frame, src.filters)
-    rows = frame.nrows
+    rows = None
     if mask is not None:
         kept = {k: c for k, c in frame.columns.items() if k in used}
         frame = Frame(kept, frame.nrows) if kept else frame
-        rows = int(frame.xp.count_nonzero(mask))
-        if not (defer and kept and 2 * rows >= frame.nrows):
-            frame, mask = _filter_by_mask(frame, mask), None
+        if defer and kept:
+            rows = int(frame.xp.count_nonzero(mask))
+        if rows is None or 2 * rows < frame.nrows:
+            frame, mask, rows = _filter_by_mask(frame, mask), None, None
 
     def text() -> str:
         where = f" WHERE {' AND '.join(_sql(t) for t in src.filters)}" if src.filters else ""
         return f"Scan {src.table} AS {src.alias} [{', '.join(src.columns)}]{where}"
 
-    trace.add(text, rows)
+    trace.add(text, frame.nrows if rows is None else rows)
     return frame, mask
 
 
@@ -664,7 +665,7 @@ def _partial(backend: Backend, key_cols: list[Column], aggs: list[_Agg],
     rows: ``(states, key columns, ngroups)``."""
     xp = backend.xp
     if (not aggs and len(key_cols) == 1 and not backend.is_gpu and key_cols[0].valid is None
-            and not carried.is_raw(key_cols[0])):
+            and not key_cols[0].raw):
         distinct = aggregate.distinct_integers(key_cols[0].values)
         if distinct is not None:  # DISTINCT k (an IN or EXISTS subquery's keys): no group ids
             col = key_cols[0]

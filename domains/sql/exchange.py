@@ -13,7 +13,6 @@ from mpi4py import MPI
 from hpc.backend import array_module, to_host
 from hpc.shuffle import hash_partition, shuffle
 
-from . import strings
 from .table import Column, settle_columns
 
 __all__ = ["ship", "allgather_columns", "key_hash", "global_rows", "partition_by_keys"]
@@ -110,7 +109,7 @@ def partition_by_keys(
     """Collective. Rows with equal keys meet on one rank (the key hash names the rank)."""
     if comm.Get_size() == 1:
         return columns
-    if any(isinstance(k.dictionary, strings.Entries) for k in keys):
+    if any(k.raw for k in keys):
         raise ValueError("partition keys must be settled strings (see table.settle)")
     dest = hash_partition(key_hash(keys).view(np.int64), comm.Get_size())
     return ship(columns, dest, comm)

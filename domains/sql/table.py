@@ -35,6 +35,12 @@ class Column:
     def __len__(self) -> int:
         return int(self.values.shape[0])
 
+    @property
+    def raw(self) -> bool:
+        """Whether the codes point into raw :class:`~.strings.Entries` (equal strings may
+        have different codes; no order): :func:`settle` before comparing codes."""
+        return isinstance(self.dictionary, strings.Entries)
+
     def gather(self, index: np.ndarray) -> Column:
         """Rows ``index`` (all valid row numbers: a filter's survivors)."""
         valid = None if self.valid is None else gather_rows(self.valid, index)
@@ -396,7 +402,8 @@ def _mapped(path: str) -> tuple[Any, Any]:
     if hit is None or hit[0] != key:
         mapped = pa.memory_map(path)
         hit = (key, mapped, pq.read_metadata(mapped))
-        if len(_maps) >= _MAPS_KEPT:  # the oldest first: keep the open files bounded
+        _maps.pop(path, None)  # a changed file's old map goes
+        if len(_maps) >= _MAPS_KEPT:  # then the oldest: keep the open files bounded
             _maps.pop(next(iter(_maps)))
         _maps[path] = hit
     return hit[1], hit[2]
@@ -434,7 +441,7 @@ def settle(column: Column, comm: Any = None) -> Column:
     Carried strings (a GROUP BY key another key determines, an output column) stay raw
     through filters and joins and are settled once, on the rows that remain: often the few
     a LIMIT keeps."""
-    if not isinstance(column.dictionary, strings.Entries):
+    if not column.raw:
         return column
     import pyarrow as pa
 
@@ -457,7 +464,7 @@ def settle_columns(columns: dict[str, Column], comm: Any = None) -> dict[str, Co
     names is settled once)."""
     done: dict[int, Column] = {}
     for c in columns.values():
-        if isinstance(c.dictionary, strings.Entries) and id(c) not in done:
+        if c.raw and id(c) not in done:
             done[id(c)] = settle(c, comm)
     return {n: done.get(id(c), c) for n, c in columns.items()} if done else columns
 
@@ -468,7 +475,7 @@ def merge_dictionaries(table: Table, comm: Any) -> Table:
     if comm.Get_size() == 1:
         return table
     for c in table.columns.values():
-        if c.kind == "string" and not isinstance(c.dictionary, strings.Entries):
+        if c.kind == "string" and not c.raw:
             everyone, base = strings.allgather(comm, c.dictionary)
             merged, code = strings.sort_unique(everyone)
             remap = code[base : base + len(c.dictionary)]
