@@ -39,14 +39,18 @@ def keep_freed_memory(arrow: bool = False) -> bool:
     arrow : bool
         Also make Arrow's default memory pool jemalloc with page purging off (imports
         pyarrow). Measured here: Parquet reads of TPC-H ``lineitem`` took 30% less time than
-        with Arrow's default mimalloc pool, and half the time of glibc's.
+        with Arrow's default mimalloc pool, and half the time of glibc's. Call it before
+        pyarrow is first imported: jemalloc reads its settings (``JE_ARROW_MALLOC_CONF``,
+        set here unless already set) when the library loads, and later only arenas made
+        after the call stop purging.
 
     Returns
     -------
     bool
         True if every setting was applied. False where the C library is not glibc (musl,
-        macOS), or Arrow is missing or was built without jemalloc; those parts are then
-        left as they were.
+        macOS), Arrow is missing or was built without jemalloc, or pyarrow was imported
+        first without ``JE_ARROW_MALLOC_CONF`` set; those parts are then left as they were
+        (or, for the last, applied to new arenas only).
     """
     ok = _keep_glibc_memory()
     if arrow:
@@ -54,7 +58,21 @@ def keep_freed_memory(arrow: bool = False) -> bool:
     return ok
 
 
+# Arrow's jemalloc reads this when it starts. ``jemalloc_set_decay_ms`` alone only sets the
+# default for arenas made after the call: the arenas jemalloc starts with keep purging after
+# a second, and a thread that draws one (a reader thread of ours, not Arrow's pool) faults
+# all its pages in again on every query (35k faults, 140 MB, per TPC-H Q6).
+_ARROW_JEMALLOC = "JE_ARROW_MALLOC_CONF"
+_NEVER_PURGE = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
+
+
 def _keep_arrow_memory() -> bool:
+    import os
+    import sys
+
+    started = "pyarrow" in sys.modules  # then its jemalloc has read its settings already
+    if not started:
+        os.environ.setdefault(_ARROW_JEMALLOC, _NEVER_PURGE)  # a user's own settings win
     try:
         import pyarrow as pa
 
@@ -63,7 +81,7 @@ def _keep_arrow_memory() -> bool:
     except (ImportError, NotImplementedError, AttributeError):
         return False
     pa.set_memory_pool(pool)
-    return True
+    return _ARROW_JEMALLOC in os.environ  # else the arenas made at start still purge
 
 
 def _keep_glibc_memory() -> bool:

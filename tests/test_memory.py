@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -48,16 +49,56 @@ def test_large_arrays_come_from_the_heap_and_stay_there():
     assert kept_free >= 100 << 20  # and freeing it leaves the pages to the process
 
 
+_ARROW_PROBE = r"""
+import resource, sys, time
+mode = sys.argv[1]
+if mode == "keep":
+    from hpc.memory import keep_freed_memory
+    ok = keep_freed_memory(arrow=True)
+import numpy as np
+import pyarrow as pa
+if mode == "late":  # pyarrow already loaded: only new arenas can be changed
+    from hpc.memory import keep_freed_memory
+    ok = keep_freed_memory(arrow=True)
+if mode == "decay-only":  # what set_decay_ms alone does to the arenas jemalloc starts with
+    pa.set_memory_pool(pa.jemalloc_memory_pool())
+    pa.jemalloc_set_decay_ms(-1)
+    ok = True
+
+def faults():
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+def fill():
+    buffer = pa.allocate_buffer(64 << 20)  # 16384 pages of 4 kB
+    np.frombuffer(buffer, dtype=np.uint8)[:] = 1
+
+fill()
+time.sleep(1.2)  # past jemalloc's default decay of one second
+fill()
+before = faults()
+fill()  # the same 64 MB again on the same thread
+print(ok, pa.default_memory_pool().backend_name, faults() - before)
+"""
+
+
+def _arrow_probe(mode: str) -> tuple[str, str, int]:
+    env = {k: v for k, v in os.environ.items() if k != "JE_ARROW_MALLOC_CONF"}
+    out = subprocess.run([sys.executable, "-c", _ARROW_PROBE, mode], capture_output=True,
+                         text=True, timeout=120, check=True, env=env)
+    ok, backend, faults = out.stdout.split()
+    return ok, backend, int(faults)
+
+
 def test_arrow_buffers_come_from_a_jemalloc_pool_that_keeps_pages():
     pa = pytest.importorskip("pyarrow")
     try:
         pa.jemalloc_memory_pool()
     except NotImplementedError:
         pytest.skip("this pyarrow has no jemalloc")
-    code = ("import pyarrow as pa\nfrom hpc.memory import keep_freed_memory\n"
-            "ok = keep_freed_memory(arrow=True)\n"
-            "a = pa.array(range(1 << 20))\n"
-            "print(ok, pa.default_memory_pool().backend_name, a.nbytes > 0)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True)
-    assert out.stdout.split() == ["True", "jemalloc", "True"]
+    ok, backend, faults = _arrow_probe("keep")
+    assert (ok, backend) == ("True", "jemalloc")
+    assert faults < 1000  # the freed 64 MB are reused, not faulted in again
+    # the control: the main thread's arena, made at start, purges after a second
+    assert _arrow_probe("decay-only")[2] > 8000
+    ok, backend, faults = _arrow_probe("late")
+    assert (ok, backend) == ("False", "jemalloc")  # too late for the first arenas: said so

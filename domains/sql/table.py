@@ -371,7 +371,10 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
         bounds = np.concatenate([[0], np.minimum(cut + 1, groups), [groups]])
         bounds = np.maximum.accumulate(bounds)
         mine = list(range(int(bounds[rank]), int(bounds[rank + 1])))
-        arrow = pf.read_row_groups(mine, columns=columns) if mine else pf.schema_arrow.empty_table()
+        if mine:
+            arrow = _read_groups(source, meta, strings, mine, columns or pf.schema_arrow.names)
+        else:
+            arrow = pf.schema_arrow.empty_table()
         if columns is not None and not mine:
             arrow = arrow.select(columns)
     else:
@@ -379,6 +382,21 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
         lo, hi = rank * n // size, (rank + 1) * n // size
         arrow = pf.read(columns=columns).slice(lo, hi - lo)
     return merge_dictionaries(Table.from_arrow(arrow, unsorted), comm)
+
+
+def _read_groups(source: Any, meta: Any, dictionaries: list[str], groups: list[int],
+                 columns: list[str]) -> Any:
+    """Row groups ``groups`` on this rank's threads (:mod:`.parquet_read`)."""
+    import numba
+    import pyarrow.parquet as pq
+
+    from .parquet_read import read_row_groups
+
+    def open_file() -> Any:
+        return pq.ParquetFile(source, metadata=meta, read_dictionary=dictionaries,
+                              pre_buffer=False)
+
+    return read_row_groups(open_file, meta, groups, columns, numba.get_num_threads())
 
 
 def _mapped(path: str) -> tuple[Any, Any]:
