@@ -550,3 +550,54 @@ def test_fused_sums_do_not_depend_on_the_thread_count():
     for j, col in enumerate(columns):
         want = [math.fsum(col[ids == g]) for g in range(groups)]
         assert np.allclose(many[j], want, rtol=1e-9, atol=1e-6 * np.abs(col).max())
+
+
+BOUNDS_FILTERS = [
+    "t.i >= 10 and t.i < 40 and t.d between date '1995-01-01' and date '1996-06-30'",
+    "t.i > 2.5 and t.i <= 60.5 and t.n < 7",  # float constants on integer columns
+    "17 < t.i and 50 >= t.n and t.f > -1.25",  # the constant on the left
+    "t.i = 33 and t.f <= 0.5",
+    "t.p between 0.06 - 0.01 and 0.06 + 0.01 and t.q < 24",  # decimals, exact constants
+    "t.p > 0.05 and t.p < 0.07 and t.d < date '1995-01-01' + interval '1' year",
+    "t.d >= '1995-03-15' and t.d <= '1995-03-15'",  # a date compared with text
+    "t.i between 50 and 10",  # an empty interval
+    "t.i > 9223372036854775000.0 or t.i < 5",  # not a conjunction of bounds: evaluated
+]
+
+
+@pytest.mark.parametrize("where", BOUNDS_FILTERS)
+def test_bounds_by_constants_equal_duckdb(tmp_path, monkeypatch, where):
+    """Scan filters that bound integer (with nulls), float, date and decimal columns by
+    constants, folded into one interval per column: the rows DuckDB keeps."""
+    import datetime as dt
+    from decimal import Decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from hpc.domains.sql import ranges
+
+    rng = np.random.default_rng()
+    n = 50_000
+    nulls = rng.random(n) < 0.1
+    days = rng.integers(9000, 10500, n)
+    frame = pa.table({
+        "i": pa.array(rng.integers(0, 100, n), mask=nulls),
+        "n": pa.array(rng.integers(-100, 100, n).astype(np.int32)),
+        "f": pa.array(rng.normal(0, 2, n)),
+        "d": pa.array([dt.date(1970, 1, 1) + dt.timedelta(days=int(x)) for x in days]),
+        "p": pa.array([Decimal(int(x)).scaleb(-2) for x in rng.integers(0, 11, n)],
+                      pa.decimal128(15, 2)),
+        "q": pa.array([Decimal(int(x)) for x in rng.integers(1, 51, n)], pa.decimal128(15, 2)),
+    })
+    pq.write_table(frame, tmp_path / "t.parquet", row_group_size=12_000)
+    folded = []
+    real = ranges.bounds_mask
+    monkeypatch.setattr("hpc.domains.sql.engine.bounds_mask",
+                        lambda bounds, f: folded.append(bounds) or real(bounds, f))
+    sql = f"select count(*) as c, sum(t.i) as s, min(t.f) as m from t where {where}"
+    ours = query(sql, Catalog.from_directory(tmp_path)).to_pandas()
+    con = duckdb.connect()
+    con.register("t", frame)
+    ref = con.execute(sql).df()
+    assert same_rows(ours, ref, ordered=True) is None, (where, ours, ref)
+    assert bool(folded) == (" or " not in where), folded

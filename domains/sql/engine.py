@@ -39,6 +39,7 @@ from .errors import SQLError, UnsupportedSQL, describe
 from .exchange import allgather_columns, global_rows, partition_by_keys, ship
 from .expressions import Frame, InSet, column_key, evaluate, predicate_mask, to_column
 from .planner import QueryPlan, Source, aliases_of, parse, plan_select
+from .ranges import bounds_mask, split_bounds
 from .restrict import restricted
 from .subqueries import resolve_subqueries
 from .table import Column, Table, settle_columns
@@ -226,6 +227,10 @@ def _mask(frame: Frame, terms: list[exp.Expression]) -> Any:
     keep few rows, the costly ones (a semi join's probe, LIKE) run on those rows only."""
     xp = frame.xp
     mask, rows = None, None
+    if xp is np and frame.nrows:  # bounds of numeric columns by constants: one kernel pass
+        bounds, terms = split_bounds(terms, frame)
+        if bounds:
+            mask = bounds_mask(bounds, frame)
     for term in sorted(terms, key=lambda t: any(True for _ in t.find_all(*_COSTLY))):
         if rows is None and mask is not None and frame.nrows >= 1 << 16:
             if _NARROW * int(xp.count_nonzero(mask)) < frame.nrows:

@@ -44,7 +44,7 @@ class Frame:
     def xp(self) -> Any:
         """The array module of the columns: NumPy, or CuPy on the GPU backend."""
         for c in self.columns.values():
-            return array_module(c.values)
+            return c.xp
         return np
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["gather_parallel", "decimal_to_float", "decimal_gather", "sort_strings",
+__all__ = ["gather_parallel", "decimal_to_float", "decimal_gather", "and_in_range",
+           "sort_strings",
            "distinct_sorted", "like_parts", "horspool_shifts", "codes_into", "differs_in_group"]
 
 _SMALL = 16  # runs this short are insertion-sorted by direct comparison
@@ -63,6 +64,16 @@ def decimal_gather(words, index, base, divisor, out):  # type: ignore[no-untyped
             wide += 1
         out[i] = lo / divisor
     return wide
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def and_in_range(values, lo, hi, mask, first):  # type: ignore[no-untyped-def]
+    """``mask`` = (``lo <= values <= hi``), or ANDed into it unless ``first``: a column's
+    conjunction of bounds by constants in one pass, no temporaries."""
+    for i in prange(values.shape[0]):
+        v = values[i]
+        inside = (v >= lo) & (v <= hi)  # no branches: the loop vectorises
+        mask[i] = inside if first else mask[i] & inside
 
 
 @njit(inline="always", cache=True)

@@ -36,6 +36,11 @@ class Column:
         return int(self.values.shape[0])
 
     @property
+    def xp(self) -> Any:
+        """The array module of the values: NumPy, or CuPy on the GPU backend."""
+        return array_module(self.values)
+
+    @property
     def raw(self) -> bool:
         """Whether the codes point into raw :class:`~.strings.Entries` (equal strings may
         have different codes; no order): :func:`settle` before comparing codes."""
@@ -89,6 +94,20 @@ class Decimals(Column):
     def __len__(self) -> int:
         return self._n
 
+    @property
+    def xp(self) -> Any:
+        return np  # Arrow's host chunks: asking must not convert them
+
+    def chunk_words(self) -> list[tuple[int, np.ndarray, int]]:
+        """``(first row, int64 words, scale)`` per chunk: each value the little-endian pair
+        ``words[2 i], words[2 i + 1]`` of Arrow's decimal128 buffer (no copies)."""
+        out, start = [], 0
+        for c in self._chunks:
+            words = np.frombuffer(c.buffers()[1], dtype=np.int64)
+            out.append((start, words[2 * c.offset : 2 * (c.offset + len(c))], c.type.scale))
+            start += len(c)
+        return out
+
     def gather(self, index: np.ndarray) -> Column:
         if (self._values is not None or not isinstance(index, np.ndarray)
                 or _SELECTIVE * len(index) > self._n or not _ascending(index)):
@@ -96,15 +115,11 @@ class Decimals(Column):
         from .scan_kernels import decimal_gather
 
         out = np.empty(len(index), dtype=np.float64)
-        start = 0
-        for c in self._chunks:
-            lo, hi = np.searchsorted(index, [start, start + len(c)])
-            if hi > lo:
-                words = np.frombuffer(c.buffers()[1], dtype=np.int64)[2 * c.offset:]
-                if decimal_gather(words, index[lo:hi], start, float(10**c.type.scale),
-                                  out[lo:hi]):
-                    return super().gather(index)  # wider than 64 bits: Arrow's cast
-            start += len(c)
+        for start, words, scale in self.chunk_words():
+            lo, hi = np.searchsorted(index, [start, start + len(words) // 2])
+            if hi > lo and decimal_gather(words, index[lo:hi], start, float(10**scale),
+                                          out[lo:hi]):
+                return super().gather(index)  # wider than 64 bits: Arrow's cast
         return Column(out, "float")
 
 
