@@ -637,3 +637,59 @@ def test_joins_on_unique_dense_keys_equal_duckdb(how, density):
     got = list(zip(left.tolist(), right.tolist(), strict=True))
     assert got == sorted(got)
     assert got == _duck(a, an, b, bn, how)
+
+
+def _random_tree(rng, names, depth):
+    """SQL text of + - * and unary minus over columns and constants, every operation with a
+    column below it (constant-only parts would be folded exactly, not in float64)."""
+    if depth == 0 or rng.random() < 0.25:
+        return str(rng.choice(names))
+    if rng.random() < 0.15:
+        return f"-({_random_tree(rng, names, depth - 1)})"
+    left = _random_tree(rng, names, depth - 1)
+    right = (_random_tree(rng, names, depth - 1) if rng.random() < 0.6
+             else str(rng.choice(["1", "2", "0.5", "3.25", "1e3"])))
+    if rng.random() < 0.5:
+        left, right = right, left
+    return f"({left} {rng.choice(['+', '-', '*'])} {right})"
+
+
+def test_fused_arithmetic_equals_numpy_bit_for_bit():
+    """Trees of float operations run as one program over blocks: the same doubles as
+    NumPy's operations one at a time, nulls carried, a kept subexpression reused, and
+    integer columns left to NumPy."""
+    from hpc.domains.sql import fused_arith
+    from hpc.domains.sql.expressions import Frame, evaluate
+    from hpc.domains.sql.table import Column
+    from sqlglot import parse_one
+
+    rng = np.random.default_rng()
+    n = 70_001  # not a multiple of the block
+    arrays = {name: rng.normal(0, 10, n) for name in ("a", "b", "c")}
+    valid = rng.random(n) < 0.9
+    columns = {name: Column(v, "float", None, valid if name == "c" else None)
+               for name, v in arrays.items()}
+    columns["i"] = Column(rng.integers(-5, 5, n), "int")
+    fused = 0
+    for _ in range(60):
+        text = _random_tree(rng, ["a", "b", "c"], 4)
+        node = parse_one(text, read="duckdb")
+        frame = Frame(dict(columns), n, memo={})
+        got = evaluate(node, frame)
+        want = eval(text, {}, dict(arrays))  # Python's precedence is SQL's for + - *
+        if np.ndim(want) == 0:
+            continue
+        assert np.array_equal(got.values, want), text
+        if "c" in text:
+            assert got.valid is not None and np.array_equal(got.valid, valid), text
+        fused += fused_arith.fused_arithmetic(node.unnest(), Frame(dict(columns), n)) is not None
+    assert fused > 10
+    # a kept subexpression is an operand, not recomputed
+    frame = Frame(dict(columns), n, memo={})
+    inner = parse_one("a * (1 - b)")
+    evaluate(inner, frame)
+    kept = frame.memo["a * (1 - b)"].values
+    outer = evaluate(parse_one("a * (1 - b) * (1 + c)"), frame)
+    assert np.array_equal(outer.values, kept * (1 + arrays["c"]))
+    # integers: NumPy's own arithmetic
+    assert fused_arith.fused_arithmetic(parse_one("i * 2 + i"), Frame(dict(columns), n)) is None

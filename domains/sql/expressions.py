@@ -23,6 +23,7 @@ from hpc.backend import array_module, is_device_array
 
 from . import dates, strings
 from .errors import SQLError, UnsupportedSQL, describe, position
+from .fused_arith import fused_arithmetic
 from .table import Column, gather_rows
 
 __all__ = ["Frame", "InSet", "Value", "evaluate", "column_key", "to_column", "predicate_mask"]
@@ -305,6 +306,9 @@ def _arith(node: exp.Binary, frame: Frame) -> Value:
         n, unit = _interval(node.expression)
         shifted = _shift_dates(left.values, n if isinstance(node, exp.Add) else -n, unit)
         return Value(shifted, "date", valid=left.valid)
+    fused = fused_arithmetic(node, frame)  # several float operations: one pass
+    if fused is not None:
+        return fused
     a, b = evaluate(node.this, frame), evaluate(node.expression, frame)
     valid = _and_valid(a, b)
     if isinstance(node, exp.Sub) and a.kind == b.kind == "date":
