@@ -226,26 +226,36 @@ def test_row_groups_read_in_pieces_equal_pyarrow(tmp_path, threads):
         return pq.ParquetFile(path, read_dictionary=["flag"])
 
     everything = open_file().read()
-    columns = ["note", "k", "price", "flag", "day", "maybe"]
-    for groups in ([0], [3, 4, 5], list(range(meta.num_row_groups)), []):
-        got = read_row_groups(open_file, meta, groups, columns, threads)
-        want = open_file().read_row_groups(groups, columns=columns)
-        assert got.schema == want.schema
-        assert got.num_rows == want.num_rows
-        for name in columns:
-            assert got[name].combine_chunks().equals(want[name].combine_chunks()), name
-        if groups:
-            first = meta.row_group(0).num_rows * groups[0]
-            assert got["k"].to_numpy()[0] == everything["k"].to_numpy()[first]
-    # every group of every column exactly once, in order, and cut only where it is cheap
+    # all columns; a large integer column beside a small one (cut, copied into one array);
+    # one with nulls (cut, left as its pieces' chunks)
+    for columns in (["note", "k", "price", "flag", "day", "maybe"], ["k", "day"], ["maybe"]):
+        for groups in ([0], [3, 4, 5], list(range(meta.num_row_groups)), []):
+            got = read_row_groups(open_file, meta, groups, columns, threads)
+            want = open_file().read_row_groups(groups, columns=columns)
+            assert got.schema == want.schema
+            assert got.num_rows == want.num_rows
+            for name in columns:
+                assert got[name].combine_chunks().equals(want[name].combine_chunks()), name
+            if groups and "k" in columns:
+                first = meta.row_group(0).num_rows * groups[0]
+                assert got["k"].to_numpy()[0] == everything["k"].to_numpy()[first]
+                assert got["k"].num_chunks == 1
+    # every group of every column exactly once, in order, and cut only where it pays
     schema = open_file().schema_arrow
     groups = list(range(meta.num_row_groups))
-    pieces = _pieces(meta, schema, groups, columns, threads)
-    for name in columns:
-        runs = [part for _, column, part in pieces if column == name]
-        assert sum(runs, []) == groups
-        assert len(runs) == (min(threads, len(groups)) if name in ("note", "price", "flag")
-                             else 1)
+    parts = min(threads, len(groups))
+    for columns, cut, whole in ((["note", "k", "price", "flag", "day", "maybe"],
+                                 {"note", "price", "flag"}, {"k", "day", "maybe"}),
+                                (["k", "day"], {"k"}, set()), (["maybe"], {"maybe"}, set())):
+        pieces = _pieces(meta, schema, groups, columns, threads)
+        for name in columns:
+            runs = [p.groups for p in pieces if p.name == name]
+            assert sum(runs, []) == groups
+            assert len(runs) in ({parts} if name in cut else {1} if name in whole
+                                 else {1, parts}), (columns, name)
+            # only fixed-width columns are copied into one array
+            assert all(not p.fill or name in ("k", "day", "maybe") for p in pieces
+                       if p.name == name)
 
 
 @st.composite

@@ -6,14 +6,17 @@ of 5-10 MB; Q13 reads ``o_comment`` beside two integer columns), so one thread d
 large column while the others have finished. Here a column whose chunks the table converts
 chunk by chunk anyway (decimals, strings) is also cut into runs of row groups, one per
 thread; every piece is one single-threaded read, and the pieces are handed out largest
-first. Other columns stay whole: one Arrow chunk is used without a copy, while pieces would
-have to be concatenated.
+first. An integer, date or float column is cut only when it alone would outlast the
+others (a query reading one large column): its pieces copy their values into one array on
+their threads, which costs less than the thread it frees. Other columns stay whole, one
+Arrow chunk used without a copy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -47,56 +50,114 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
     whole = open_file()
     if threads < 2 or not groups:
         return whole.read_row_groups(list(groups), columns=list(columns))
-    pieces = _pieces(meta, whole.schema_arrow, list(groups), list(columns), threads)
+    schema = whole.schema_arrow
+    pieces = _pieces(meta, schema, list(groups), list(columns), threads)
     if len(pieces) == len(columns):  # nothing cut: pyarrow's column per thread is the same
         return whole.read_row_groups(list(groups), columns=list(columns))
+    rows = {g: meta.row_group(g).num_rows for g in groups}
+    first = dict(zip(groups, np.cumsum([0] + [rows[g] for g in groups[:-1]]), strict=True))
+    total = sum(rows.values())
+    # a cut fixed-width column: each piece copies its values into one array, on its thread
+    filled = {name: np.empty(total, dtype=_numpy_type(schema.field(name).type))
+              for name in {p.name for p in pieces if p.fill}}
 
-    def read(piece: tuple[int, str, list[int]]) -> Any:
-        _, name, part = piece
-        return open_file().read_row_groups(part, columns=[name], use_threads=False).column(0)
+    def read(piece: _Piece) -> Any:
+        column = open_file().read_row_groups(piece.groups, columns=[piece.name],
+                                             use_threads=False).column(0)
+        if piece.fill and column.null_count == 0:
+            at = int(first[piece.groups[0]])
+            for chunk in column.chunks:
+                filled[piece.name][at : at + len(chunk)] = _values(chunk)
+                at += len(chunk)
+        return column
 
-    order = sorted(range(len(pieces)), key=lambda i: -pieces[i][0])  # largest first
+    order = sorted(range(len(pieces)), key=lambda i: -pieces[i].cost)  # largest first
     done = dict(zip(order, _executor(threads).map(read, [pieces[i] for i in order]),
                     strict=True))
     chunks: dict[str, list[Any]] = {}
     types: dict[str, Any] = {}
-    for i, (_, name, _) in enumerate(pieces):
-        chunks.setdefault(name, []).extend(done[i].chunks)
-        types.setdefault(name, done[i].type)  # a dictionary type where pyarrow keeps one
-    return pa.table({name: pa.chunked_array(chunks[name], type=types[name])
-                     for name in columns})
+    for i, piece in enumerate(pieces):
+        chunks.setdefault(piece.name, []).extend(done[i].chunks)
+        types.setdefault(piece.name, done[i].type)  # a dictionary type where pyarrow keeps one
+    out = {}
+    for name in columns:
+        t = types[name]
+        if name in filled and not any(c.null_count for c in chunks[name]):
+            chunks[name] = [pa.Array.from_buffers(t, total, [None, pa.py_buffer(filled[name])])]
+        out[name] = pa.chunked_array(chunks[name], type=t)
+    return pa.table(out)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    cost: int  # bytes decompressed and written
+    name: str
+    groups: list[int]
+    fill: bool  # copied into the column's one array (a cut fixed-width column)
 
 
 def _pieces(meta: Any, arrow_schema: Any, groups: list[int], columns: list[str],
-            threads: int) -> list[tuple[int, str, list[int]]]:
-    """``(cost, column, row groups)`` per piece, in the columns' order. The cost is the
-    bytes decompressed and written: a dictionary-encoded decimal column of 5 MB pages takes
-    as long to decode as 96 MB of plain decimal128 values (TPC-H's ``l_discount``)."""
+            threads: int) -> list[_Piece]:
+    """The pieces to read, in the columns' order. The cost is the bytes decompressed and
+    written: a dictionary-encoded decimal column of 5 MB pages takes as long to decode as
+    96 MB of plain decimal128 values (TPC-H's ``l_discount``). Decimal and string columns
+    are always cut (their chunks are converted one by one anyway); an integer, date or float
+    column only while it alone costs more than a thread's share, since its pieces are then
+    copied into one array."""
     import pyarrow as pa
 
     index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
-    out = []
+    costs: dict[str, np.ndarray] = {}
+    cut: dict[str, bool] = {}
     for name in columns:
         column = index.get(name)
         if column is None:  # nested or renamed: pyarrow reads it whole
-            out.append((0, name, groups))
+            costs[name], cut[name] = np.zeros(len(groups), np.int64), False
             continue
         t = arrow_schema.field(name).type
-        width = _byte_width(t)
-        sizes = np.cumsum([meta.row_group(g).column(column).total_uncompressed_size
-                           + width * meta.row_group(g).num_rows for g in groups])
-        cut = (pa.types.is_decimal(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
-               or pa.types.is_string_view(t) or pa.types.is_dictionary(t))
-        parts = min(threads, len(groups)) if cut else 1
-        # contiguous runs of about equal bytes, each at least one row group
+        costs[name] = np.array([meta.row_group(g).column(column).total_uncompressed_size
+                                + _byte_width(t) * meta.row_group(g).num_rows
+                                for g in groups], dtype=np.int64)
+        cut[name] = (pa.types.is_decimal(t) or pa.types.is_string(t)
+                     or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+                     or pa.types.is_dictionary(t))
+    share = sum(int(c.sum()) for c in costs.values()) / threads
+    fill = {name for name in columns if not cut[name] and name in index
+            and _numpy_type(arrow_schema.field(name).type) is not None
+            and costs[name].sum() > share and len(groups) > 1}
+    out = []
+    for name in columns:
+        parts = min(threads, len(groups)) if cut[name] or name in fill else 1
+        sizes = np.cumsum(costs[name])
+        # contiguous runs of about equal cost, each at least one row group
         ends = np.searchsorted(sizes, sizes[-1] * np.arange(1, parts) / parts, side="right")
         bounds = np.concatenate([[0], ends, [len(groups)]])
         bounds = np.minimum(np.maximum(bounds, np.arange(parts + 1)), len(groups))
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
             if hi > lo:
                 before = int(sizes[lo - 1]) if lo else 0
-                out.append((int(sizes[hi - 1]) - before, name, groups[lo:hi]))
+                out.append(_Piece(int(sizes[hi - 1]) - before, name, groups[lo:hi],
+                                  name in fill))
     return out
+
+
+def _numpy_type(t: Any) -> Any:
+    """The NumPy dtype holding Arrow fixed-width type ``t``'s values as they are (dates as
+    int32 days), or None (booleans are bits; decimals, strings)."""
+    import pyarrow as pa
+
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return t.to_pandas_dtype()
+    if pa.types.is_date32(t):
+        return np.int32
+    return None
+
+
+def _values(chunk: Any) -> np.ndarray:
+    """A fixed-width Arrow array's values as NumPy, no copy."""
+    dtype = _numpy_type(chunk.type)
+    data = np.frombuffer(chunk.buffers()[1], dtype=dtype)
+    return data[chunk.offset : chunk.offset + len(chunk)]
 
 
 def _byte_width(t: Any) -> int:
