@@ -24,8 +24,8 @@ _WORDS = 4  # 8-byte words of each string's start carried through the sort
 # transparent huge pages, and the page faults of a fresh 48 MB array from numba's allocator
 # cost more than the loop that fills it. Gathers and the decimal conversion run on all threads
 # (measured 2x faster than one thread on two otherwise idle cores; under MPI each rank has its
-# share of the cores, hpc.backend); the per-chunk dictionary codes stay serial, each call too
-# short to pay for waking the threads.
+# share of the cores, hpc.backend); the dictionary codes of all chunks are one call, the
+# chunks spread over the threads (one call per chunk was too short to pay for waking them).
 
 
 # kernels at module level so numba can cache them on disk (cache=True)
@@ -360,9 +360,13 @@ def horspool_shifts(pattern: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return shifts
 
 
-@njit(nogil=True, cache=True)
-def codes_into(out, start, lookup, base, indices):  # type: ignore[no-untyped-def]
-    """``out[start + i] = lookup[base + indices[i]]``: one chunk's dictionary indices turned
-    into codes of the shared dictionary."""
-    for i in range(indices.shape[0]):
-        out[start + i] = lookup[base + indices[i]]
+@njit(parallel=True, nogil=True, cache=True)
+def codes_into(out, starts, lookup, bases, chunks):  # type: ignore[no-untyped-def]
+    """``out[starts[c] + i] = lookup[bases[c] + chunks[c][i]]``: each chunk's dictionary
+    indices turned into codes of the shared dictionary, the chunks (row groups) spread over
+    the threads."""
+    for c in prange(starts.shape[0]):
+        indices = chunks[np.int64(c)]
+        start, base = starts[c], bases[c]
+        for i in range(indices.shape[0]):
+            out[start + i] = lookup[base + indices[i]]
