@@ -586,11 +586,14 @@ def test_radix_partition_is_stable_on_any_number_of_threads():
     assert radix == sorted(plain)
 
 
-@pytest.mark.parametrize("layout", ["few", "sorted runs", "distinct", "grows"])
+@pytest.mark.parametrize("layout", ["few", "sorted runs", "distinct", "grows", "narrow",
+                                    "narrow, late keys"])
 def test_group_ids_equal_numpy_unique(layout):
-    """Hashed group ids against ``np.unique``: one id per distinct key, numbered in order of
-    first appearance, and the first rows. "grows" starts with a sample that sees one key,
-    so the table doubles many times."""
+    """Group ids against ``np.unique``: one id per distinct key, numbered in order of first
+    appearance, and the first rows. Hashed: "few" to "grows" ("grows" starts with a sample
+    that sees one key, so the table doubles many times); a narrow key range over the
+    threads' row chunks: "narrow" (keys first met in several chunks), "narrow, late keys"
+    (one key met only in the last rows)."""
     from hpc.domains.sql.aggregate import group_ids
 
     rng = np.random.default_rng()
@@ -598,7 +601,10 @@ def test_group_ids_equal_numpy_unique(layout):
     keys = {"few": lambda: rng.integers(-(2**50), 2**50, 40)[rng.integers(0, 40, n)],
             "sorted runs": lambda: np.repeat(np.sort(rng.integers(0, 2**45, n // 5)), 5),
             "distinct": lambda: rng.permutation(n) * 1_000_003 - 2**40,
-            "grows": lambda: np.concatenate([np.full(n, 7), rng.integers(0, 2**60, n)])}[layout]()
+            "grows": lambda: np.concatenate([np.full(n, 7), rng.integers(0, 2**60, n)]),
+            "narrow": lambda: np.sort(rng.integers(-5, 3000, n)),
+            "narrow, late keys": lambda: np.concatenate([rng.integers(10, 13, n - 3),
+                                                         [9, 13, 10]])}[layout]()
     ids, ngroups, first = group_ids(keys)
     unique, where = np.unique(keys, return_index=True)
     assert ngroups == len(unique)

@@ -36,6 +36,48 @@ def factorise_dense(keys, lo, span, ids):  # type: ignore[no-untyped-def]
     return n
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def factorise_small(keys, lo, span, chunks, ids):  # type: ignore[no-untyped-def]
+    # keys in [lo, lo + span) with span small: each of ``chunks`` row ranges, on its thread,
+    # notes its first row of every key; the earliest over the chunks numbers the groups in
+    # order of first appearance (as factorise_dense does), and a second parallel pass maps
+    # the keys to those ids. Returns (groups, first row of each group).
+    n = keys.shape[0]
+    first = np.full((chunks, span), -1, dtype=np.int64)
+    for c in prange(chunks):
+        for i in range(c * n // chunks, (c + 1) * n // chunks):
+            s = keys[i] - lo
+            if first[c, s] == -1:
+                first[c, s] = i
+    earliest = np.full(span, -1, dtype=np.int64)
+    for s in range(span):
+        for c in range(chunks):
+            if first[c, s] != -1:
+                earliest[s] = first[c, s]
+                break
+    present = np.flatnonzero(earliest >= 0)
+    rows = earliest[present]
+    order = np.argsort(rows)
+    slot_id = np.full(span, -1, dtype=np.int64)
+    for g in range(order.shape[0]):
+        slot_id[present[order[g]]] = g
+    for i in prange(n):
+        ids[i] = slot_id[keys[i] - lo]
+    return order.shape[0], rows[order]
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def min_max(values):  # type: ignore[no-untyped-def]
+    # (min, max) of a non-empty integer column in one pass on all threads
+    lo = values[0]
+    hi = values[0]
+    for i in prange(values.shape[0]):
+        v = values[i]
+        lo = min(lo, v)
+        hi = max(hi, v)
+    return lo, hi
+
+
 @njit(nogil=True, cache=True)
 def factorise(keys, ids, slot_key, slot_id, start, n):  # type: ignore[no-untyped-def]
     # open addressing in the caller's tables, rows from `start`, new groups numbered from
@@ -190,8 +232,11 @@ def group_ids(keys: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
     kern = _kernels
     if len(k) == 0:
         return np.zeros(0, np.int64), 0, np.zeros(0, np.int64)
-    lo, hi = int(k.min()), int(k.max())
+    lo, hi = (int(x) for x in min_max(k))
     ids = np.empty(len(k), dtype=np.int64)
+    if hi - lo < _SMALL_SPAN and len(k) >= _PARALLEL_ROWS:  # few keys, many rows
+        n, first = factorise_small(k, lo, hi - lo + 1, _CHUNKS, ids)
+        return ids, int(n), first
     if hi - lo < max(4 * len(k), 1 << 16) and hi - lo < 1 << 26:  # small key range
         n = kern["factorise_dense"](k, lo, hi - lo + 1, ids)
     else:
@@ -298,7 +343,10 @@ def _value_range(col: Any) -> tuple[int | None, int]:
     minimum in int64, else ``(None, 0)``."""
     if col.dtype.kind not in "biu":
         return None, 0
-    lo, hi = int(col.min()), int(col.max())
+    if isinstance(col, np.ndarray) and col.dtype.kind in "iu" and len(col) >= _PARALLEL_ROWS:
+        lo, hi = (int(x) for x in min_max(col))  # one pass, not two
+    else:
+        lo, hi = int(col.min()), int(col.max())
     if lo < -(1 << 62) or hi >= 1 << 62:
         return None, 0
     return lo, hi - lo + 1
@@ -318,6 +366,8 @@ def _pack(xp: Any, combined: Any, col: Any, lo: int, span: int, valid: Any) -> A
     return values if combined is None else combined * span + values
 
 
+_SMALL_SPAN = 1 << 12  # key ranges up to this many values: factorise_small
+_PARALLEL_ROWS = 1 << 17  # fewer rows: one thread is as fast
 _CHUNK_ROWS = 1 << 16  # rows per parallel slot of sum_columns, at least
 _CHUNKS = 16  # slots of sum_columns: fixed, so sums are the same on any number of threads
 _CHUNKED_GROUPS = 1 << 12  # more groups: one slot (the slots' tables would leave the cache)
