@@ -105,8 +105,9 @@ def _bound_of(side: Any, other: Any, frame: Frame) -> tuple[str, float] | None:
         return None
     key = column_key(side)
     col = frame.columns.get(key)
-    if col is None or col.kind not in _KINDS or col.dictionary is not None:
-        return None
+    if (col is None or col.kind not in _KINDS or col.dictionary is not None
+            or np.dtype(getattr(col.values, "dtype", np.float64)) == np.uint64):
+        return None  # uint64: bounds past int64 do not fit the kernel's integer bounds
     try:
         value = evaluate(other, Frame({}, frame.nrows))
     except Exception:  # noqa: BLE001 - not a constant we fold: the evaluator reports it
