@@ -707,5 +707,8 @@ def test_fused_arithmetic_equals_numpy_bit_for_bit():
     kept = frame.memo["a * (1 - b)"].values
     outer = evaluate(parse_one("a * (1 - b) * (1 + c)"), frame)
     assert np.array_equal(outer.values, kept * (1 + arrays["c"]))
+    # constant parts fold exactly, as the evaluator does them (0.06 + 0.01 is 0.07)
+    folded = evaluate(parse_one("a * (0.06 + 0.01) - b"), Frame(dict(columns), n))
+    assert np.array_equal(folded.values, arrays["a"] * 0.07 - arrays["b"])
     # integers: NumPy's own arithmetic
     assert fused_arith.fused_arithmetic(parse_one("i * 2 + i"), Frame(dict(columns), n)) is None

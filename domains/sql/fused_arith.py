@@ -72,14 +72,13 @@ def fused_arithmetic(node: exp.Expression, frame: Any) -> Any:
     column or a numeric constant, a short frame, a device frame)."""
     from .expressions import Value, _and_valid, evaluate
 
-    if frame.nrows < _MIN_ROWS:
+    if frame.nrows < _MIN_ROWS or _operations(node) < 2:
         return None
     codes: list[int] = []
     args: list[int] = []
     columns: list[np.ndarray] = []
     constants: list[float] = []
     leaves: list[Any] = []
-    operations = 0
     depth = 0
 
     def emit(code: int, arg: int, height: int) -> None:
@@ -89,21 +88,20 @@ def fused_arithmetic(node: exp.Expression, frame: Any) -> Any:
         depth = max(depth, height)
 
     def walk(e: exp.Expression, height: int) -> bool:
-        nonlocal operations
         while isinstance(e, exp.Paren):
             e = e.this
         memo = frame.memo
         known = memo is not None and isinstance(e, tuple(_OPS)) and e.sql() in memo
+        # constant parts are leaves: the evaluator folds them exactly (0.06 + 0.01 is 0.07)
+        known = known or not any(True for _ in e.find_all(exp.Column))
         if type(e) in _OPS and not known:
             if not (walk(e.this, height) and walk(e.expression, height + 1)):
                 return False
-            operations += 1
             emit(_OPS[type(e)], 0, height + 1)
             return True
         if isinstance(e, exp.Neg) and not known:
             if not walk(e.this, height):
                 return False
-            operations += 1
             emit(_NEG, 0, height + 1)
             return True
         v = evaluate(e, frame)  # a leaf: a column, a constant, or a kept common subexpression
@@ -122,7 +120,7 @@ def fused_arithmetic(node: exp.Expression, frame: Any) -> Any:
         leaves.append(v)
         return True
 
-    if type(node) not in _OPS or not walk(node, 0) or operations < 2 or not columns:
+    if type(node) not in _OPS or not walk(node, 0) or not columns:
         return None
     typed = List()
     for c in columns:  # all read-only views: one list type (Arrow's buffers are read-only)
@@ -133,3 +131,16 @@ def fused_arithmetic(node: exp.Expression, frame: Any) -> Any:
     run_program(np.asarray(codes, np.int64), np.asarray(args, np.int64), typed,
                 np.asarray(constants + [0.0], np.float64), depth, out)
     return Value(out, "float", valid=_and_valid(*leaves))
+
+
+def _operations(node: exp.Expression) -> int:
+    """The ``+ - *`` and unary minus nodes of ``node`` (through parentheses) that have a
+    column below them: the operations a program would run."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if type(node) not in _OPS and not isinstance(node, exp.Neg):
+        return 0
+    if not any(True for _ in node.find_all(exp.Column)):
+        return 0
+    children = [node.this] if isinstance(node, exp.Neg) else [node.this, node.expression]
+    return 1 + sum(_operations(c) for c in children)

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .strings import is_text
+
 __all__ = ["read_row_groups"]
 
 _pool: ThreadPoolExecutor | None = None
@@ -118,9 +120,7 @@ def _pieces(meta: Any, arrow_schema: Any, groups: list[int], columns: list[str],
         costs[name] = np.array([meta.row_group(g).column(column).total_uncompressed_size
                                 + _byte_width(t) * meta.row_group(g).num_rows
                                 for g in groups], dtype=np.int64)
-        cut[name] = (pa.types.is_decimal(t) or pa.types.is_string(t)
-                     or pa.types.is_large_string(t) or pa.types.is_string_view(t)
-                     or pa.types.is_dictionary(t))
+        cut[name] = pa.types.is_decimal(t) or is_text(t) or pa.types.is_dictionary(t)
     share = sum(int(c.sum()) for c in costs.values()) / threads
     fill = {name for name in columns if not cut[name] and name in index
             and _numpy_type(arrow_schema.field(name).type) is not None

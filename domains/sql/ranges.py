@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from sqlglot import exp
 
-from .expressions import Frame, column_key, evaluate
+from .expressions import Frame, _days, column_key, evaluate
 
 __all__ = ["Bounds", "split_bounds", "bounds_mask"]
 
@@ -106,7 +106,7 @@ def _bound_of(side: Any, other: Any, frame: Frame) -> tuple[str, float] | None:
     key = column_key(side)
     col = frame.columns.get(key)
     if (col is None or col.kind not in _KINDS or col.dictionary is not None
-            or np.dtype(getattr(col.values, "dtype", np.float64)) == np.uint64):
+            or (col.kind == "int" and col.values.dtype == np.uint64)):
         return None  # uint64: bounds past int64 do not fit the kernel's integer bounds
     try:
         value = evaluate(other, Frame({}, frame.nrows))
@@ -116,8 +116,6 @@ def _bound_of(side: Any, other: Any, frame: Frame) -> tuple[str, float] | None:
         return None
     if col.kind == "date":
         if value.kind == "text":
-            from .expressions import _days
-
             try:
                 return key, float(_days(value.text or "", other))
             except Exception:  # noqa: BLE001 - not a date: the evaluator names it

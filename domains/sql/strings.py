@@ -13,7 +13,7 @@ import numpy as np
 
 __all__ = [
     "Entries", "compare", "allgather", "arrow", "to_numpy", "sort_order", "sort_unique",
-    "bound", "like", "isin", "merge", "remap", "substring",
+    "bound", "like", "isin", "merge", "remap", "substring", "is_text",
 ]
 
 _by_id: dict[int, tuple[Any, Any]] = {}
@@ -102,6 +102,13 @@ def sort_unique(words: Any) -> tuple[Any, np.ndarray]:
     code = np.empty(len(order), dtype=np.int32)
     code[order] = np.cumsum(first, dtype=np.int32) - 1
     return words.take(order[first]), code
+
+
+def is_text(t: Any) -> bool:
+    """Whether Arrow type ``t`` holds text: string, large string or string view."""
+    import pyarrow as pa
+
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
 def _plain(words: Any) -> Any:

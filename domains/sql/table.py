@@ -235,10 +235,10 @@ def _from_arrow_column(name: str, chunked: Any, sort: bool = True) -> Column:
     valid = None
     if chunked.null_count:
         valid = np.asarray(pc.is_valid(chunked).to_numpy(zero_copy_only=False), dtype=bool)
-    if _is_text(t) and not sort:  # filter-only plain strings: the rows are the entries
+    if strings.is_text(t) and not sort:  # filter-only plain strings: the rows are the entries
         return Column(np.arange(len(chunked), dtype=np.int32), "string",
                       strings.Entries(_plain_words(chunks)), valid)
-    if _is_text(t):  # encoded here, then as Parquet's own dictionaries
+    if strings.is_text(t):  # encoded here, then as Parquet's own dictionaries
         t = pa.dictionary(pa.int32(), pa.string())
         chunks = [pc.dictionary_encode(c.cast(pa.string()).fill_null("")) for c in chunks]
     if pa.types.is_dictionary(t):
@@ -357,12 +357,6 @@ def _decimal_to_float(chunks: list[Any], n: int) -> np.ndarray:
     return out
 
 
-def _is_text(t: Any) -> bool:
-    import pyarrow as pa
-
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
-
-
 def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
                  unsorted: Collection[str] = ()) -> Table:
     """Collective. This rank's part of a Parquet file: whole row groups when there are at
@@ -379,9 +373,10 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
     try:
         source, meta = _mapped(path)
         schema = meta.schema.to_arrow_schema()
-        strings = [f.name for f in schema if _is_text(f.type)
-                   and not (f.name in unsorted and _stored_plain(meta, schema, f.name))]
-        pf = pq.ParquetFile(source, metadata=meta, read_dictionary=strings, pre_buffer=False)
+        dictionaries = [f.name for f in schema if strings.is_text(f.type)
+                        and not (f.name in unsorted and _stored_plain(meta, schema, f.name))]
+        pf = pq.ParquetFile(source, metadata=meta, read_dictionary=dictionaries,
+                            pre_buffer=False)
     except Exception as exc:  # noqa: BLE001 - name the file whatever pyarrow raised
         raise OSError(f"{path}: not a readable Parquet file ({exc})") from exc
     if columns is not None:
@@ -396,7 +391,8 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
         bounds = np.maximum.accumulate(bounds)
         mine = list(range(int(bounds[rank]), int(bounds[rank + 1])))
         if mine:
-            arrow = _read_groups(source, meta, strings, mine, columns or pf.schema_arrow.names)
+            arrow = _read_groups(source, meta, dictionaries, mine,
+                                 columns or pf.schema_arrow.names)
         else:
             arrow = pf.schema_arrow.empty_table()
         if columns is not None and not mine:
