@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 from numba import njit, prange
-from numba.typed import List
 from sqlglot import exp
+
+from .scan_kernels import read_only_list
 
 __all__ = ["fused_arithmetic"]
 
@@ -122,13 +123,8 @@ def fused_arithmetic(node: exp.Expression, frame: Any) -> Any:
 
     if type(node) not in _OPS or not walk(node, 0) or not columns:
         return None
-    typed = List()
-    for c in columns:  # all read-only views: one list type (Arrow's buffers are read-only)
-        view = c.view()
-        view.flags.writeable = False
-        typed.append(view)
     out = np.empty(frame.nrows, dtype=np.float64)
-    run_program(np.asarray(codes, np.int64), np.asarray(args, np.int64), typed,
+    run_program(np.asarray(codes, np.int64), np.asarray(args, np.int64), read_only_list(columns),
                 np.asarray(constants + [0.0], np.float64), depth, out)
     return Value(out, "float", valid=_and_valid(*leaves))
 

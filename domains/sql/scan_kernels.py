@@ -10,12 +10,14 @@ comments).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit, prange
 
 __all__ = ["gather_parallel", "decimal_to_float", "decimal_gather", "and_in_range",
-           "sort_strings",
-           "distinct_sorted", "like_parts", "horspool_shifts", "codes_into", "differs_in_group"]
+           "sort_strings", "distinct_sorted", "like_parts", "horspool_shifts", "codes_into",
+           "differs_in_group", "read_only_list"]
 
 _SMALL = 16  # runs this short are insertion-sorted by direct comparison
 _WORDS = 4  # 8-byte words of each string's start carried through the sort
@@ -358,6 +360,19 @@ def horspool_shifts(pattern: np.ndarray, bounds: np.ndarray) -> np.ndarray:
         for j, b in enumerate(part[:-1]):
             shifts[p, b] = len(part) - 1 - j
     return shifts
+
+
+def read_only_list(arrays: list[np.ndarray]) -> Any:
+    """A numba typed list of read-only views of ``arrays``: one list type whether they came
+    from Arrow (read-only buffers) or NumPy, so kernels taking it compile once."""
+    from numba.typed import List
+
+    out = List()
+    for a in arrays:
+        view = a.view()
+        view.flags.writeable = False
+        out.append(view)
+    return out
 
 
 @njit(parallel=True, nogil=True, cache=True)

@@ -282,9 +282,8 @@ def _dictionary_codes(chunks: list[Any], n: int, sort: bool = True) -> tuple[np.
     ``unify_dictionaries`` (a hash table over every string, as slow as the sort). Without
     ``sort``, the chunks' dictionaries concatenated as :class:`~.strings.Entries`."""
     import pyarrow as pa
-    from numba.typed import List
 
-    from .scan_kernels import codes_into
+    from .scan_kernels import codes_into, read_only_list
 
     parts, bases, seen = [], [], {}
     total = 0
@@ -305,19 +304,17 @@ def _dictionary_codes(chunks: list[Any], n: int, sort: bool = True) -> tuple[np.
     else:
         unique, lookup = entries, np.arange(len(entries), dtype=np.int32)
     codes = np.zeros(n, dtype=np.int32)
-    starts, used, indices = [], [], List()
+    starts, used, indices = [], [], []
     start = 0
     for c, base in zip(chunks, bases, strict=True):
         if len(c) and len(c.dictionary):  # an empty dictionary: every row null, code 0
-            view = np.asarray(_numpy(c.indices, 0), dtype=np.int32).view()
-            view.flags.writeable = False  # Arrow's are: one list type for all
-            indices.append(view)
+            indices.append(np.asarray(_numpy(c.indices, 0), dtype=np.int32))
             starts.append(start)
             used.append(base)
         start += len(c)
-    if len(indices):
+    if indices:
         codes_into(codes, np.asarray(starts, np.int64), lookup, np.asarray(used, np.int64),
-                   indices)
+                   read_only_list(indices))
     return codes, strings.to_numpy(unique) if sort else strings.Entries(unique)
 
 
