@@ -247,7 +247,7 @@ def test_row_groups_read_in_pieces_equal_pyarrow(tmp_path, threads):
     for columns, cut, whole in ((["note", "k", "price", "flag", "day", "maybe"],
                                  {"note", "price", "flag"}, {"k", "day", "maybe"}),
                                 (["k", "day"], {"k"}, set()), (["maybe"], {"maybe"}, set())):
-        pieces = _pieces(meta, schema, groups, columns, threads)
+        pieces = _pieces(meta, schema, groups, columns, threads, set())
         for name in columns:
             runs = [p.groups for p in pieces if p.name == name]
             assert sum(runs, []) == groups
@@ -413,10 +413,13 @@ def test_scan_kernels_equal_numpy_on_random_inputs():
     unscaled = rng.integers(-(10**15), 10**15, 1000)
     words = np.stack([unscaled, unscaled >> 63], axis=1).ravel()
     out = np.empty(len(unscaled))
-    assert scan_kernels.decimal_to_float(words, 100.0, out) == 0
+    assert scan_kernels.decimal_to_float(words, 2, 100.0, out) == 0
     assert np.array_equal(out, unscaled / 100.0), seed
+    for plain in (unscaled, (unscaled // 10**7).astype(np.int32)):  # INT64 / INT32 decimals
+        assert scan_kernels.decimal_to_float(plain, 1, 100.0, out) == 0
+        assert np.array_equal(out, plain / 100.0), seed
     words[7] += 1  # a value past 64 bits is reported
-    assert scan_kernels.decimal_to_float(words, 100.0, out) == 1
+    assert scan_kernels.decimal_to_float(words, 2, 100.0, out) == 1
 
     for n in (0, 1, 2, 40, 3000):
         words = _random_words(rng, n)

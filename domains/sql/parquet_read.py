@@ -14,7 +14,7 @@ Arrow chunk used without a copy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +30,8 @@ _pool_threads = 0
 
 
 def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[int],
-                    columns: Sequence[str], threads: int) -> Any:
+                    columns: Sequence[str], threads: int,
+                    scaled: Collection[str] = ()) -> Any:
     """Row groups ``groups`` of ``columns`` as one ``pyarrow.Table``.
 
     Parameters
@@ -46,6 +47,9 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
         Top-level column names (flat columns).
     threads : int
         Threads to read on; with one, or with no column to cut, pyarrow reads as usual.
+    scaled : collection of str
+        Integer columns holding decimals' unscaled values: cut like decimals, since the
+        table converts their chunks one by one.
     """
     import pyarrow as pa
 
@@ -53,7 +57,7 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
     if threads < 2 or not groups:
         return whole.read_row_groups(list(groups), columns=list(columns))
     schema = whole.schema_arrow
-    pieces = _pieces(meta, schema, list(groups), list(columns), threads)
+    pieces = _pieces(meta, schema, list(groups), list(columns), threads, set(scaled))
     if len(pieces) == len(columns):  # nothing cut: pyarrow's column per thread is the same
         return whole.read_row_groups(list(groups), columns=list(columns))
     rows = {g: meta.row_group(g).num_rows for g in groups}
@@ -99,7 +103,7 @@ class _Piece:
 
 
 def _pieces(meta: Any, arrow_schema: Any, groups: list[int], columns: list[str],
-            threads: int) -> list[_Piece]:
+            threads: int, scaled: set[str]) -> list[_Piece]:
     """The pieces to read, in the columns' order. The cost is the bytes decompressed and
     written: a dictionary-encoded decimal column of 5 MB pages takes as long to decode as
     96 MB of plain decimal128 values (TPC-H's ``l_discount``). Decimal and string columns
@@ -120,7 +124,8 @@ def _pieces(meta: Any, arrow_schema: Any, groups: list[int], columns: list[str],
         costs[name] = np.array([meta.row_group(g).column(column).total_uncompressed_size
                                 + _byte_width(t) * meta.row_group(g).num_rows
                                 for g in groups], dtype=np.int64)
-        cut[name] = pa.types.is_decimal(t) or is_text(t) or pa.types.is_dictionary(t)
+        cut[name] = (pa.types.is_decimal(t) or is_text(t) or pa.types.is_dictionary(t)
+                     or name in scaled)
     share = sum(int(c.sum()) for c in costs.values()) / threads
     fill = {name for name in columns if not cut[name] and name in index
             and _numpy_type(arrow_schema.field(name).type) is not None

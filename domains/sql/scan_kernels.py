@@ -40,29 +40,30 @@ def gather_parallel(values, index, out):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def decimal_to_float(words, divisor, out):  # type: ignore[no-untyped-def]
-    """decimal128 values (``words``: the little-endian int64 pairs of Arrow's buffer) divided
-    by ``divisor`` into ``out`` in one pass; returns how many did not fit in 64 bits (then the
-    caller must take the slow path)."""
+def decimal_to_float(words, stride, divisor, out):  # type: ignore[no-untyped-def]
+    """Unscaled decimals divided by ``divisor`` into ``out`` in one pass. Value ``i`` is
+    ``words[stride * i]``: an integer column's values (``stride`` 1: Parquet's INT32/INT64
+    decimals) or the low words of Arrow's decimal128 pairs (``stride`` 2, little-endian);
+    returns how many decimal128 values did not fit in 64 bits (then the caller must take
+    the slow path)."""
     wide = 0
     for i in prange(out.shape[0]):
-        lo = words[2 * i]
-        if words[2 * i + 1] != (lo >> 63):  # the high word is more than the sign
+        lo = words[stride * i]
+        if stride == 2 and words[2 * i + 1] != (lo >> 63):  # high word more than the sign
             wide += 1
         out[i] = lo / divisor
     return wide
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def decimal_gather(words, index, base, divisor, out):  # type: ignore[no-untyped-def]
-    """``out[i]`` = decimal128 value ``index[i] - base`` of ``words`` (as in
-    :func:`decimal_to_float`) divided by ``divisor``; returns how many did not fit in 64
-    bits."""
+def decimal_gather(words, stride, index, base, divisor, out):  # type: ignore[no-untyped-def]
+    """``out[i]`` = value ``index[i] - base`` of ``words`` (as in :func:`decimal_to_float`)
+    divided by ``divisor``; returns how many did not fit in 64 bits."""
     wide = 0
     for i in prange(out.shape[0]):
-        j = 2 * (index[i] - base)
+        j = stride * (index[i] - base)
         lo = words[j]
-        if words[j + 1] != (lo >> 63):
+        if stride == 2 and words[j + 1] != (lo >> 63):
             wide += 1
         out[i] = lo / divisor
     return wide

@@ -69,21 +69,24 @@ class Column:
 
 
 class Decimals(Column):
-    """A decimal column without nulls as Parquet gave it (Arrow decimal128 chunks), made
-    float64 when first read. A filter's survivors are converted straight from the chunks,
-    so a column carried past a selective filter is never converted whole (TPC-H Q6, Q14 and
-    Q15 keep 1-4% of ``lineitem``: 6M conversions of ``l_extendedprice`` become 60-240k)."""
+    """A decimal column without nulls as Parquet gave it, made float64 when first read: Arrow
+    decimal128 chunks, or integer chunks of the unscaled values with ``scale`` (Parquet's
+    INT32/INT64 decimals, :mod:`.parquet_footer`). A filter's survivors are converted
+    straight from the chunks, so a column carried past a selective filter is never converted
+    whole (TPC-H Q6, Q14 and Q15 keep 1-4% of ``lineitem``: 6M conversions of
+    ``l_extendedprice`` become 60-240k)."""
 
-    def __init__(self, chunks: list[Any], n: int) -> None:
+    def __init__(self, chunks: list[Any], n: int, scale: int | None = None) -> None:
         self._chunks = chunks
         self._n = n
+        self._scale = scale
         self._values: np.ndarray | None = None
         self.kind, self.dictionary, self.valid = "float", None, None
 
     @property
     def values(self) -> np.ndarray:  # type: ignore[override]
         if self._values is None:
-            self._values = _decimal_to_float(self._chunks, self._n)
+            self._values = _decimal_to_float(self._chunks, self._n, self._scale)
             self._chunks = []
         return self._values
 
@@ -98,13 +101,15 @@ class Decimals(Column):
     def xp(self) -> Any:
         return np  # Arrow's host chunks: asking must not convert them
 
-    def chunk_words(self) -> list[tuple[int, np.ndarray, int]]:
-        """``(first row, int64 words, scale)`` per chunk: each value the little-endian pair
-        ``words[2 i], words[2 i + 1]`` of Arrow's decimal128 buffer (no copies)."""
+    def chunk_words(self) -> list[tuple[int, np.ndarray, int, int]]:
+        """``(first row, words, stride, scale)`` per chunk (no copies): value ``i`` is
+        ``words[stride i]``, an integer chunk's own values (stride 1) or the low word of the
+        little-endian pair ``words[2 i], words[2 i + 1]`` of Arrow's decimal128 buffer."""
         out, start = [], 0
         for c in self._chunks:
-            words = np.frombuffer(c.buffers()[1], dtype=np.int64)
-            out.append((start, words[2 * c.offset : 2 * (c.offset + len(c))], c.type.scale))
+            words, stride = _unscaled_words(c)
+            scale = c.type.scale if self._scale is None else self._scale
+            out.append((start, words, stride, scale))
             start += len(c)
         return out
 
@@ -115,10 +120,10 @@ class Decimals(Column):
         from .scan_kernels import decimal_gather
 
         out = np.empty(len(index), dtype=np.float64)
-        for start, words, scale in self.chunk_words():
-            lo, hi = np.searchsorted(index, [start, start + len(words) // 2])
-            if hi > lo and decimal_gather(words, index[lo:hi], start, float(10**scale),
-                                          out[lo:hi]):
+        for start, words, stride, scale in self.chunk_words():
+            lo, hi = np.searchsorted(index, [start, start + len(words) // stride])
+            if hi > lo and decimal_gather(words, stride, index[lo:hi], start,
+                                          float(10**scale), out[lo:hi]):
                 return super().gather(index)  # wider than 64 bits: Arrow's cast
         return Column(out, "float")
 
@@ -189,11 +194,16 @@ class Table:
 
     # -- interop --------------------------------------------------------------------------
     @classmethod
-    def from_arrow(cls, table: Any, unsorted: Collection[str] = ()) -> Table:
+    def from_arrow(cls, table: Any, unsorted: Collection[str] = (),
+                   scales: dict[str, int] | None = None) -> Table:
         """From a ``pyarrow.Table`` (chunks combined; decimals to float64). String columns
         named in ``unsorted`` keep their dictionaries as :class:`~.strings.Entries`: only
-        per-entry predicates may read them."""
-        return cls({name: _from_arrow_column(name, table.column(name), name not in unsorted)
+        per-entry predicates may read them. Integer columns named in ``scales`` hold the
+        unscaled values of decimals with that scale (Parquet's INT32/INT64 decimals read as
+        integers, :mod:`.parquet_footer`)."""
+        scales = scales or {}
+        return cls({name: _from_arrow_column(name, table.column(name), name not in unsorted,
+                                             scales.get(name))
                     for name in table.column_names})
 
     def to_arrow(self) -> Any:
@@ -225,7 +235,8 @@ class Table:
         return self.to_arrow().to_pandas()
 
 
-def _from_arrow_column(name: str, chunked: Any, sort: bool = True) -> Column:
+def _from_arrow_column(name: str, chunked: Any, sort: bool = True,
+                       scale: int | None = None) -> Column:
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -244,6 +255,10 @@ def _from_arrow_column(name: str, chunked: Any, sort: bool = True) -> Column:
     if pa.types.is_dictionary(t):
         codes, dictionary = _dictionary_codes(chunks, len(chunked), sort)
         return Column(codes, "string", dictionary, valid)
+    if scale is not None and pa.types.is_integer(t):  # an integer-stored decimal
+        if valid is None:
+            return Decimals(chunks, len(chunked), scale)
+        return Column(_decimal_to_float(chunks, len(chunked), scale), "float", None, valid)
     if pa.types.is_decimal(t):
         if valid is None and all(pa.types.is_decimal128(c.type) for c in chunks):
             return Decimals(chunks, len(chunked))
@@ -325,11 +340,24 @@ def _numpy(arr: Any, fill: Any) -> np.ndarray:
     return arr.to_numpy(zero_copy_only=False)
 
 
-def _decimal_to_float(chunks: list[Any], n: int) -> np.ndarray:
-    """decimal128 to float64: the unscaled integers read straight from each chunk's buffer
-    and divided by 10**scale in one parallel pass (much faster than a cast, and correctly
-    rounded while they are below 2**53); only values wider than 64 bits take Arrow's cast,
-    so a value converts the same whatever else its chunk holds."""
+def _unscaled_words(chunk: Any) -> tuple[np.ndarray, int]:
+    """A decimal128 or integer chunk's buffer as ``(words, stride)``: value ``i`` is (the
+    low word of) ``words[stride i]`` (no copy)."""
+    import pyarrow as pa
+
+    if pa.types.is_decimal128(chunk.type):
+        words = np.frombuffer(chunk.buffers()[1], dtype=np.int64)
+        return words[2 * chunk.offset : 2 * (chunk.offset + len(chunk))], 2
+    words = np.frombuffer(chunk.buffers()[1], dtype=chunk.type.to_pandas_dtype())
+    return words[chunk.offset : chunk.offset + len(chunk)], 1
+
+
+def _decimal_to_float(chunks: list[Any], n: int, scale: int | None = None) -> np.ndarray:
+    """Decimals to float64: the unscaled integers read straight from each chunk's buffer
+    (decimal128, or integer chunks of the unscaled values with ``scale``) and divided by
+    10**scale in one parallel pass (much faster than a cast, and correctly rounded while they
+    are below 2**53); only decimal128 values wider than 64 bits take Arrow's cast, so a value
+    converts the same whatever else its chunk holds."""
     import pyarrow as pa
 
     from .scan_kernels import decimal_to_float
@@ -341,10 +369,10 @@ def _decimal_to_float(chunks: list[Any], n: int) -> np.ndarray:
         start += len(c)
         if not len(c):
             continue
-        if pa.types.is_decimal128(c.type):
-            words = np.frombuffer(c.buffers()[1], dtype=np.int64)
-            words = words[2 * c.offset : 2 * (c.offset + len(c))]
-            if decimal_to_float(words, float(10**c.type.scale), part):
+        if scale is not None or pa.types.is_decimal128(c.type):
+            words, stride = _unscaled_words(c)
+            divisor = float(10 ** (c.type.scale if scale is None else scale))
+            if decimal_to_float(words, stride, divisor, part):
                 wide = words[1::2] != (words[0::2] >> 63)
                 part[wide] = _numpy(c.cast(pa.float64()), 0.0)[wide]
             if c.null_count:
@@ -361,19 +389,18 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
     String dictionaries are merged over the ranks (buffer-based), so codes mean the same
     string everywhere and can be shuffled; those of the ``unsorted`` string columns stay
     this rank's raw :class:`~.strings.Entries` (see :meth:`Table.from_arrow`)."""
-    import pyarrow.parquet as pq
 
     from hpc.comm import resolve_comm
 
     comm = resolve_comm(comm)
     size, rank = comm.Get_size(), comm.Get_rank()
     try:
-        source, meta = _mapped(path)
+        mapped = _mapped(path)
+        meta = mapped.meta
         schema = meta.schema.to_arrow_schema()
         dictionaries = [f.name for f in schema if strings.is_text(f.type)
                         and not (f.name in unsorted and _stored_plain(meta, schema, f.name))]
-        pf = pq.ParquetFile(source, metadata=meta, read_dictionary=dictionaries,
-                            pre_buffer=False)
+        pf = mapped.open(dictionaries)
     except Exception as exc:  # noqa: BLE001 - name the file whatever pyarrow raised
         raise OSError(f"{path}: not a readable Parquet file ({exc})") from exc
     if columns is not None:
@@ -388,8 +415,7 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
         bounds = np.maximum.accumulate(bounds)
         mine = list(range(int(bounds[rank]), int(bounds[rank + 1])))
         if mine:
-            arrow = _read_groups(source, meta, dictionaries, mine,
-                                 columns or pf.schema_arrow.names)
+            arrow = _read_groups(mapped, dictionaries, mine, columns or pf.schema_arrow.names)
         else:
             arrow = pf.schema_arrow.empty_table()
         if columns is not None and not mine:
@@ -398,25 +424,41 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
         n = pf.metadata.num_rows
         lo, hi = rank * n // size, (rank + 1) * n // size
         arrow = pf.read(columns=columns).slice(lo, hi - lo)
-    return merge_dictionaries(Table.from_arrow(arrow, unsorted), comm)
+    return merge_dictionaries(Table.from_arrow(arrow, unsorted, mapped.scales), comm)
 
 
-def _read_groups(source: Any, meta: Any, dictionaries: list[str], groups: list[int],
+def _read_groups(mapped: _MappedFile, dictionaries: list[str], groups: list[int],
                  columns: list[str]) -> Any:
     """Row groups ``groups`` on this rank's threads (:mod:`.parquet_read`)."""
     import numba
-    import pyarrow.parquet as pq
 
     from .parquet_read import read_row_groups
 
-    def open_file() -> Any:
-        return pq.ParquetFile(source, metadata=meta, read_dictionary=dictionaries,
+    return read_row_groups(lambda: mapped.open(dictionaries), mapped.meta, groups, columns,
+                           numba.get_num_threads(), scaled=mapped.scales)
+
+
+@dataclass(frozen=True)
+class _MappedFile:
+    """A Parquet file's memory map and footer (``meta``); ``reading`` is the footer pyarrow
+    reads through, in which integer-stored decimals are plain integers with the ``scales``
+    given (:mod:`.parquet_footer`)."""
+
+    source: Any
+    meta: Any
+    reading: Any
+    scales: dict[str, int]
+
+    def open(self, dictionaries: list[str]) -> Any:
+        """A new ``pyarrow.parquet.ParquetFile`` reading the mapped file (string columns
+        ``dictionaries`` as Arrow dictionaries, no pre-buffering)."""
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(self.source, metadata=self.reading, read_dictionary=dictionaries,
                               pre_buffer=False)
 
-    return read_row_groups(open_file, meta, groups, columns, numba.get_num_threads())
 
-
-def _mapped(path: str) -> tuple[Any, Any]:
+def _mapped(path: str) -> _MappedFile:
     """The file's memory map and footer, opened once and kept while the file is unchanged
     (same inode, size and modification time).
 
@@ -436,15 +478,53 @@ def _mapped(path: str) -> tuple[Any, Any]:
     hit = _maps.get(path)
     if hit is None or hit[0] != key:
         mapped = pa.memory_map(path)
-        hit = (key, mapped, pq.read_metadata(mapped))
+        hit = (key, _integer_decimal_reading(mapped, pq.read_metadata(mapped)))
         _maps.pop(path, None)  # a changed file's old map goes
         if len(_maps) >= _MAPS_KEPT:  # then the oldest: keep the open files bounded
             _maps.pop(next(iter(_maps)))
         _maps[path] = hit
-    return hit[1], hit[2]
+    return hit[1]
 
 
-_maps: dict[str, tuple[Any, Any, Any]] = {}
+def _integer_decimal_reading(source: Any, meta: Any) -> _MappedFile:
+    """The mapped file with a reading footer in which its INT32/INT64 decimals are plain
+    integers: pyarrow then writes their 4 or 8 bytes a row instead of 16-byte decimal128
+    values (TPC-H's ``l_discount`` decodes in 10 ms instead of 23). Without the Arrow schema
+    stored in the footer, text read without a dictionary comes as plain strings where it
+    may have come as string views (which the table casts to plain strings anyway); a file
+    in which any other column's Arrow type would change keeps its own footer."""
+    import struct
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .parquet_footer import integer_decimals
+
+    as_is = _MappedFile(source, meta, meta, {})
+    size = source.size()
+    tail = source.read_at(8, size - 8)
+    if size < 12 or tail[4:] != b"PAR1":  # an encrypted footer ("PARE"): read as it is
+        return as_is
+    length = struct.unpack("<I", tail[:4])[0]
+    try:
+        rewritten = integer_decimals(source.read_at(length, size - 8 - length))
+    except (ValueError, IndexError):  # a footer pyarrow reads and we do not: leave it be
+        return as_is
+    if not rewritten.scales:
+        return as_is
+    footer = rewritten.footer
+    reading = pq.read_metadata(pa.BufferReader(
+        b"PAR1" + footer + struct.pack("<I", len(footer)) + b"PAR1"))
+    before = pq.ParquetFile(source, metadata=meta).schema_arrow
+    after = pq.ParquetFile(source, metadata=reading).schema_arrow
+    same = before.names == after.names and all(
+        pa.types.is_integer(b.type) if a.name in rewritten.scales
+        else a.type == b.type or (strings.is_text(a.type) and strings.is_text(b.type))
+        for a, b in zip(before, after, strict=True))
+    return _MappedFile(source, meta, reading, rewritten.scales) if same else as_is
+
+
+_maps: dict[str, tuple[Any, _MappedFile]] = {}
 _MAPS_KEPT = 256
 
 
