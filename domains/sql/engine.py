@@ -42,7 +42,7 @@ from .planner import QueryPlan, Source, aliases_of, parse, plan_select
 from .ranges import bounds_mask, split_bounds
 from .restrict import restricted
 from .subqueries import resolve_subqueries
-from .table import Column, Table, settle_columns
+from .table import Column, Rows, Table, deferred_gather, settle_columns
 
 __all__ = ["query", "explain", "QueryOptions"]
 
@@ -259,7 +259,8 @@ def _filter_by_mask(frame: Frame, mask: Any) -> Frame:
     index = frame.xp.flatnonzero(mask)  # once: faster than a boolean mask per column
     if len(index) == frame.nrows:
         return frame
-    return Frame({n: c.gather(index) for n, c in frame.columns.items()}, len(index))
+    rows = Rows(index)  # each column gathered when read, or composed with a join's rows
+    return Frame({n: deferred_gather(c, rows) for n, c in frame.columns.items()}, len(index))
 
 
 def _sql(node: exp.Expression) -> str:

@@ -56,16 +56,26 @@ def decimal_to_float(words, stride, divisor, out):  # type: ignore[no-untyped-de
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def decimal_gather(words, stride, index, base, divisor, out):  # type: ignore[no-untyped-def]
-    """``out[i]`` = value ``index[i] - base`` of ``words`` (as in :func:`decimal_to_float`)
-    divided by ``divisor``; returns how many did not fit in 64 bits."""
+def decimal_gather(chunks, starts, stride, index, order, bounds, divisor,  # type: ignore[no-untyped-def]
+                   out):
+    """``out[i]`` = row ``index[i]`` of the chunked decimals divided by ``divisor``. Chunk
+    ``c`` holds rows ``starts[c]`` on as the ``words`` of :func:`decimal_to_float`; the
+    positions ``i`` of its rows are ``order[bounds[c]:bounds[c + 1]]`` (with an empty
+    ``order``, ``bounds[c]`` to ``bounds[c + 1]`` themselves: an ascending ``index``). The
+    chunks are spread over the threads, each reading its chunks' list entries once (an
+    entry read per row contends on the arrays' shared reference counts). Returns how many
+    did not fit in 64 bits."""
     wide = 0
-    for i in prange(out.shape[0]):
-        j = stride * (index[i] - base)
-        lo = words[j]
-        if stride == 2 and words[j + 1] != (lo >> 63):
-            wide += 1
-        out[i] = lo / divisor
+    for c in prange(bounds.shape[0] - 1):
+        words = chunks[c]
+        base = starts[c]
+        for k in range(bounds[c], bounds[c + 1]):
+            i = order[k] if order.shape[0] else k
+            j = stride * (index[i] - base)
+            lo = words[j]
+            if stride == 2 and words[j + 1] != (lo >> 63):
+                wide += 1
+            out[i] = lo / divisor
     return wide
 
 

@@ -1,6 +1,7 @@
-"""Parquet footers rewritten so that integer-stored decimals read as integers: the Thrift
-round trip is exact on footers of pyarrow and DuckDB, and every decimal reads as its value
-(the Python ``Decimal`` rounded to float64) whichever way it is stored."""
+"""How the engine holds a scan's columns: Parquet footers rewritten so that integer-stored
+decimals read as integers (the Thrift round trip exact on footers of pyarrow and DuckDB,
+every decimal read as its value, the Python ``Decimal`` rounded to float64, whichever way it
+is stored), and a filter's columns deferred until read (equal to eager gathers)."""
 
 from __future__ import annotations
 
@@ -118,3 +119,39 @@ def test_integer_decimals_read_as_their_values(tmp_path, writer):
            "sum(d9 * (1 - d9)) AS e, count(*) AS n FROM t WHERE d9 > 0.5 AND dn < 1000 "
            "GROUP BY k ORDER BY k")
     assert same_rows(query(sql, catalog).to_pandas(), con.execute(sql).df(), True) is None, seed
+
+
+def test_deferred_columns_equal_eager_gathers():
+    """A filter's deferred columns (ints with nulls, strings, decimals from chunks), gathered
+    again by a join's rows in any order, some with -1 (an outer join's missing rows), read
+    as the eager gathers do; the frame's columns share one composition of the rows."""
+    from hpc.domains.sql.table import Column, Decimals, Deferred, Rows, deferred_gather
+
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    rng = np.random.default_rng(seed)
+    n = 200_000
+    unscaled = rng.integers(-(10**12), 10**12, n)
+    chunks = [pa.array(part) for part in np.array_split(unscaled, 7)]
+    ints = Column(rng.integers(-50, 50, n), "int", None, rng.random(n) < 0.8)
+    text = Column(rng.integers(0, 3, n).astype(np.int32), "string", np.array(["a", "b", "c"]))
+    for share in (0.02, 0.6):
+        kept = np.flatnonzero(rng.random(n) < share)
+        rows = Rows(kept)
+        frame = {name: deferred_gather(c, rows) for name, c in (
+            ("i", ints), ("s", text), ("d", Decimals(list(chunks), n, 2)))}
+        assert all(isinstance(c, Deferred) and len(c) == len(kept) for c in frame.values())
+        join = rng.permutation(len(kept))[: len(kept) // 3]  # a join's rows: any order
+        second = {name: c.gather(join) for name, c in frame.items()}
+        assert second["i"]._rows is second["s"]._rows  # composed once for the frame
+        both = kept[join]
+        assert np.array_equal(second["i"].values, ints.values[both]), seed
+        assert np.array_equal(second["i"].valid, ints.valid[both]), seed
+        assert np.array_equal(second["s"].values, text.values[both]), seed
+        assert np.array_equal(second["d"].values, unscaled[both] / 100.0), seed
+        outer = np.where(rng.random(len(join)) < 0.1, -1, join)
+        taken = frame["i"].take(outer)
+        want = ints.values[kept[np.maximum(outer, 0)]]
+        ok = (outer >= 0) & ints.valid[kept[np.maximum(outer, 0)]]
+        assert np.array_equal(taken.valid, ok), seed
+        assert np.array_equal(taken.values[ok], want[ok]), seed
+        assert np.array_equal(frame["d"].values, unscaled[kept] / 100.0), seed  # read as is
