@@ -493,8 +493,16 @@ def _join(x: _Joined, y: _Joined, edges, how: str, comm: Any, options: QueryOpti
     if exact < len(keys):  # an inner join's float keys: compared on the pairs
         left, right = _equal_pairs(left, right, [probe_cols[k] for k in kp[exact:]],
                                    [build_cols[k] for k in kb[exact:]])
-    out = {n: c.take(left) for n, c in probe_cols.items() if not n.startswith("\0key")}
-    out.update({n: c.take(right) for n, c in build_cols.items() if not n.startswith("\0key")})
+    if how == "inner":  # every pair has both rows: the columns are deferred like a filter's
+        lrows, rrows = Rows(left), Rows(right)
+        out = {n: deferred_gather(c, lrows) for n, c in probe_cols.items()
+               if not n.startswith("\0key")}
+        out.update({n: deferred_gather(c, rrows) for n, c in build_cols.items()
+                    if not n.startswith("\0key")})
+    else:
+        out = {n: c.take(left) for n, c in probe_cols.items() if not n.startswith("\0key")}
+        out.update({n: c.take(right) for n, c in build_cols.items()
+                    if not n.startswith("\0key")})
     frame = Frame(out, len(left))
     def text() -> str:
         on = " AND ".join(f"{_sql(a)} = {_sql(b)}" for a, b in keys)
