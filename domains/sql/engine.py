@@ -493,17 +493,9 @@ def _join(x: _Joined, y: _Joined, edges, how: str, comm: Any, options: QueryOpti
     if exact < len(keys):  # an inner join's float keys: compared on the pairs
         left, right = _equal_pairs(left, right, [probe_cols[k] for k in kp[exact:]],
                                    [build_cols[k] for k in kb[exact:]])
-    if how == "inner":  # every pair has both rows: the columns are deferred like a filter's
-        lrows, rrows = Rows(left), Rows(right)
-        out = {n: deferred_gather(c, lrows) for n, c in probe_cols.items()
-               if not n.startswith("\0key")}
-        out.update({n: deferred_gather(c, rrows) for n, c in build_cols.items()
-                    if not n.startswith("\0key")})
-    else:
-        out = {n: c.take(left) for n, c in probe_cols.items() if not n.startswith("\0key")}
-        out.update({n: c.take(right) for n, c in build_cols.items()
-                    if not n.startswith("\0key")})
-    frame = Frame(out, len(left))
+    inner = how == "inner"  # every pair has both rows: the columns are deferred
+    frame = Frame({**_carried(probe_cols, left, inner), **_carried(build_cols, right, inner)},
+                  len(left))
     def text() -> str:
         on = " AND ".join(f"{_sql(a)} = {_sql(b)}" for a, b in keys)
         return (f"{'HashJoin' if how == 'inner' else 'LeftHashJoin'} ({strategy}, build "
@@ -512,6 +504,14 @@ def _join(x: _Joined, y: _Joined, edges, how: str, comm: Any, options: QueryOpti
     trace.add(text, frame.nrows)
     rows = global_rows(frame.nrows, comm)
     return _Joined(x.aliases | y.aliases, frame, rows, {**y.ndv, **x.ndv})
+
+
+def _carried(columns: dict[str, Column], index: Any, defer: bool) -> dict[str, Column]:
+    """A join side's columns (not its packed keys) at rows ``index``: deferred like a
+    filter's, or taken at once (``-1``, a LEFT JOIN's missing row, reads as a null)."""
+    rows = Rows(index)
+    return {n: deferred_gather(c, rows) if defer else c.take(index)
+            for n, c in columns.items() if not n.startswith("\0key")}
 
 
 def _equal_pairs(left: Any, right: Any, probe: list[Column], build: list[Column]):

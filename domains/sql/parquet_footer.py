@@ -33,7 +33,7 @@ _EL_TYPE, _EL_NAME, _EL_CHILDREN, _EL_CONVERTED, _EL_SCALE, _EL_PRECISION, _EL_L
 _INT32, _INT64 = 1, 2  # physical types
 _CONVERTED_DECIMAL = 5
 _LOGICAL_DECIMAL = 5  # the DecimalType member of the LogicalType union
-_DECIMAL_SCALE, _DECIMAL_PRECISION = 1, 2
+_DECIMAL_SCALE = 1
 
 
 @dataclass

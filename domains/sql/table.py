@@ -140,8 +140,9 @@ _SELECTIVE = 4  # gathers of at most 1/_SELECTIVE of the rows convert only those
 
 
 class Rows:
-    """Row numbers that the columns of one filtered frame share (NumPy, ascending or not).
-    A later gather of all those columns by one index composes it with these rows once."""
+    """Row numbers that the columns of one filtered or joined frame share (NumPy, in any
+    order). A later gather of all those columns by one index composes it with these rows
+    once."""
 
     def __init__(self, index: np.ndarray) -> None:
         self.index = index
@@ -152,6 +153,12 @@ class Rows:
         if self._next is None or self._next[0] is not index:
             self._next = (index, Rows(gather_rows(self.index, index)))
         return self._next[1]
+
+
+def _gathered(name: str) -> property:
+    """An attribute of a :class:`Deferred` column's gathered column (read and written)."""
+    return property(lambda self: getattr(self._column(), name),
+                    lambda self, value: setattr(self._column(), name, value))
 
 
 class Deferred(Column):
@@ -169,28 +176,15 @@ class Deferred(Column):
         self._done: Column | None = None
         self.kind, self.dictionary = base.kind, base.dictionary
 
+    values = _gathered("values")  # type: ignore[assignment]
+    valid = _gathered("valid")  # type: ignore[assignment]
+
     def _column(self) -> Column:
         if self._done is None:
             assert self._base is not None
             self._done = self._base.gather(self._rows.index)
             self._base = None
         return self._done
-
-    @property
-    def values(self) -> Any:  # type: ignore[override]
-        return self._column().values
-
-    @values.setter
-    def values(self, values: Any) -> None:
-        self._column().values = values
-
-    @property
-    def valid(self) -> Any:  # type: ignore[override]
-        return self._column().valid
-
-    @valid.setter
-    def valid(self, valid: Any) -> None:
-        self._column().valid = valid
 
     def __len__(self) -> int:
         return len(self._rows.index)
