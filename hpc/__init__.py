@@ -4,6 +4,10 @@ The core gives a device backend (NumPy/numba on the CPU, CuPy/numba.cuda on the 
 communicator handling, Cartesian domain decomposition and halo exchange. Domain modules live in
 :mod:`hpc.domains`, parallel HDF5 storage in :mod:`hpc.io`.
 
+Importing the package is cheap: each name below imports its submodule when first read (MPI is
+initialised by the first use of :func:`world` or of anything communicating, numba when a kernel
+is first needed).
+
 Examples
 --------
 >>> import hpc
@@ -15,32 +19,41 @@ True
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
-from .backend import Backend, BackendUnavailableError, get_backend
-from .comm import cuda_aware_mpi, install_excepthook, world
-from .decomposition import CartDecomposition, chunk, plan_dims
-from .halo import HaloExchange
-from .rng import RandomStreams
-
-try:
-    __version__ = version("hpc")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+from .excepthook import install_excepthook
+from .lazy import lazy_exports
 
 install_excepthook()
 
-__all__ = [
-    "__version__",
-    "Backend",
-    "BackendUnavailableError",
-    "get_backend",
-    "world",
-    "cuda_aware_mpi",
-    "install_excepthook",
-    "CartDecomposition",
-    "RandomStreams",
-    "chunk",
-    "plan_dims",
-    "HaloExchange",
-]
+# name -> submodule defining it; imported when the name is first read
+_getattr, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "Backend": ".backend",
+        "BackendUnavailableError": ".backend",
+        "get_backend": ".backend",
+        "world": ".comm",
+        "cuda_aware_mpi": ".comm",
+        "install_excepthook": ".excepthook",
+        "CartDecomposition": ".decomposition",
+        "RandomStreams": ".rng",
+        "chunk": ".decomposition",
+        "plan_dims": ".decomposition",
+        "HaloExchange": ".halo",
+    },
+)
+__all__ = ["__version__", *__all__]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("hpc")
+        except PackageNotFoundError:  # running from a source tree that is not installed
+            value = "0.0.0+unknown"
+        globals()["__version__"] = value
+        return value
+    return _getattr(name)

@@ -1,4 +1,9 @@
-"""The ``hpc`` command line: ``hpc info``, ``hpc bench NAME``, and one subcommand per domain.
+"""The ``hpc`` command line: ``hpc info``, ``hpc warmup``, ``hpc bench NAME``, and one
+subcommand per domain.
+
+``hpc --help`` imports no benchmark and initialises nothing: a benchmark module is imported only
+when ``hpc bench`` is the command, the domains' command-line modules import their domain when a
+command runs, and MPI starts at the first communication.
 
 Run it under MPI as ``mpirun -n N hpc ...``; progress and results print on rank 0 only. An
 exception on any rank aborts the whole job (see :func:`hpc.comm.install_excepthook`).
@@ -7,6 +12,7 @@ exception on any rank aborts the whole job (see :func:`hpc.comm.install_exceptho
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import importlib.util
 import json
@@ -86,8 +92,36 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``hpc`` command (every option documented in ``--help``)."""
+def _first_line_of_docstring(modname: str) -> str:
+    """A module's summary line, read from its source without importing it."""
+    spec = importlib.util.find_spec(modname)
+    if spec is None or not spec.origin:
+        return ""
+    with open(spec.origin, encoding="utf-8") as f:
+        doc = ast.get_docstring(ast.parse(f.read())) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def _warmup(args: argparse.Namespace) -> int:
+    from hpc.warmup import DOMAINS, warmup
+
+    unknown = [d for d in args.domains if d not in DOMAINS]
+    if unknown:
+        print(f"hpc warmup: unknown domain {', '.join(map(repr, unknown))}; expected some of "
+              f"{', '.join(DOMAINS)}", file=sys.stderr)
+        return 2
+    failed = warmup(args.domains or None, quiet=args.quiet)
+    return 1 if failed else 0
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser of the ``hpc`` command (every option documented in ``--help``).
+
+    ``argv``: the command line about to be parsed; benchmark modules are imported (for their
+    options) only when it runs ``hpc bench``. None: every benchmark is registered in full.
+    """
+    from hpc.warmup import DOMAINS as WARMUP_DOMAINS
+
     parser = argparse.ArgumentParser(
         prog="hpc",
         description="Parallel workloads on one core. Run under MPI as `mpirun -n N hpc ...`.",
@@ -97,9 +131,27 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="versions, MPI, parallel HDF5, GPU and backend in use")
     info.set_defaults(func=_info)
 
+    warm = sub.add_parser(
+        "warmup",
+        help="compile the kernels of the named domains now (cached on disk for later runs)",
+        description="Compile the kernels a domain uses, for the common types, into the on-disk "
+        "caches (HPC_CACHE_DIR and numba's), one progress line per kernel group with its "
+        "seconds. For cluster images, notebooks and CI: later processes load them instead.",
+    )
+    warm.add_argument(
+        "domains",
+        nargs="*",
+        metavar="DOMAIN",
+        help=f"some of {', '.join(WARMUP_DOMAINS)} (default: all)",
+    )
+    warm.add_argument("--quiet", action="store_true", help="print only failures")
+    warm.set_defaults(func=_warmup)
+
     for modname in filter(_present, DOMAINS.values()):
         importlib.import_module(modname).add_parser(sub)
 
+    words = list(sys.argv[1:] if argv is None else argv)
+    full = argv is None or "bench" in words
     bench = sub.add_parser(
         "bench",
         help="benchmarks against peers in the same run (last line with --json: one JSON object)",
@@ -107,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench_sub = bench.add_subparsers(dest="name", metavar="NAME", required=True)
     for name, modname in BENCHMARKS.items():
         if not _present(modname):
+            continue
+        if not full or (name not in words and any(w in BENCHMARKS for w in words)):
+            # summary only: the module is imported when this benchmark is the one run
+            bench_sub.add_parser(name, help=_first_line_of_docstring(modname))
             continue
         module = importlib.import_module(modname)
         p = bench_sub.add_parser(name, help=module.__doc__.strip().splitlines()[0])
@@ -118,12 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hpc`` console script."""
-    from hpc.comm import install_excepthook
+    from hpc.excepthook import install_excepthook
     from hpc.memory import keep_freed_memory
 
     install_excepthook()
     keep_freed_memory()  # columnar kernels reuse their memory instead of faulting it in
-    args = build_parser().parse_args(argv)
+    args = build_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
     return int(args.func(args) or 0)
 
 

@@ -8,15 +8,12 @@ duplicate of ``COMM_WORLD``, so the library can be embedded in a sub-communicato
 from __future__ import annotations
 
 import ctypes
-import sys
 import threading
-import traceback
-from types import TracebackType
-from typing import Any
 
 from mpi4py import MPI
 
 from .config import settings
+from .excepthook import install_excepthook
 
 __all__ = [
     "MPI",
@@ -110,46 +107,3 @@ def cuda_aware_mpi() -> bool:
     if forced is not None:
         return forced
     return _query_cuda_support()
-
-
-_hook_installed = False
-
-
-def _abort_hook(
-    exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
-) -> None:
-    """Print this rank's traceback once, then abort every rank of the job."""
-    rank, size = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
-    text = "".join(traceback.format_exception(exc_type, exc, tb))
-    sys.stderr.write(f"[hpc] rank {rank}/{size} raised an uncaught exception; aborting the job\n")
-    sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
-    sys.stderr.flush()
-    sys.stdout.flush()
-    MPI.COMM_WORLD.Abort(1)
-
-
-def install_excepthook(force: bool = False) -> bool:
-    """Make an uncaught exception on any rank abort the whole job (``MPI_Abort``).
-
-    Without it, one rank's exception leaves the others waiting in a collective forever. Installed
-    only when the world has more than one rank (or ``force``) and ``HPC_ABORT_ON_EXCEPTION`` is
-    not 0. ``python -m mpi4py`` gives the same guarantee for scripts.
-
-    Returns
-    -------
-    bool
-        True when the hook is (now) installed.
-    """
-    global _hook_installed
-    if _hook_installed:
-        return True
-    if not settings().abort_on_exception:
-        return False
-    if MPI.COMM_WORLD.Get_size() == 1 and not force:
-        return False
-    previous: Any = sys.excepthook
-    if getattr(previous, "__module__", "") == "mpi4py.run":  # mpi4py's runner already aborts
-        return False
-    sys.excepthook = _abort_hook
-    _hook_installed = True
-    return True

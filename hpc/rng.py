@@ -15,7 +15,8 @@ the GPU uses its own libdevice functions, so CPU and GPU normals agree to roundi
 bit.
 
 The bijection itself is one Python function compiled twice, by ``numba.njit`` for the CPU and
-``numba.cuda.jit(device=True)`` for the GPU.
+``numba.cuda.jit(device=True)`` for the GPU, through :func:`hpc.jit.specialise` (generated
+modules cached on disk: a later process loads the kernels instead of compiling them).
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ import math
 from typing import Any
 
 import numpy as np
-
-from .jit import rebind_globals
 
 __all__ = ["RandomStreams", "philox4x32", "device_functions", "MAX_STREAMS"]
 
@@ -96,12 +95,37 @@ def _variates(
         out[p, j0 + 1] = v2
 
 
+def _fill_lanes(out: Any, first: Any, k0: Any, k1: Any, stream: Any, normal: bool) -> None:
+    """CPU kernel: paths over threads, each path's dimensions in pairs."""
+    for p in prange(out.shape[0]):
+        for j0 in range(0, out.shape[1], 2):
+            _variates(out, first, k0, k1, stream, normal, p, j0)
+
+
+def _fill_threads(out: Any, first: Any, k0: Any, k1: Any, stream: Any, normal: bool) -> None:
+    """GPU kernel: one thread per path."""
+    p = cuda.grid(1)
+    if p < out.shape[0]:
+        for j0 in range(0, out.shape[1], 2):
+            _variates(out, first, k0, k1, stream, normal, p, j0)
+
+
+def _philox(c0: Any, c1: Any, c2: Any, c3: Any, k0: Any, k1: Any) -> tuple:
+    return _philox_rounds(c0, c1, c2, c3, k0, k1)
+
+
+prange = range  # placeholders: the generated kernel modules import numba's prange and cuda
+cuda: Any = None
+_HELPERS = (_philox_rounds, _uniform_pair, _sincos_turns, _pair, _variates)
+
+
 def device_functions(target: str = "cpu") -> dict[str, Any]:
     """Compiled building blocks for kernels that draw their own variates (no arrays of
     random numbers in memory): ``pair(index, pair, k0, k1, stream, normal)`` gives variates
     ``2 pair`` and ``2 pair + 1`` of global index ``index``, exactly as
     :meth:`RandomStreams.normals` (all arguments ``uint64``; ``k0, k1`` from
-    :attr:`RandomStreams.key`). ``target``: ``"cpu"`` (numba) or ``"gpu"`` (numba.cuda)."""
+    :attr:`RandomStreams.key`). ``target``: ``"cpu"`` (numba) or ``"gpu"`` (numba.cuda).
+    ``pair`` is a module attribute, so kernels of :func:`hpc.jit.specialise` may bind it."""
     return _cpu_kernels() if target == "cpu" else _gpu_kernels()
 
 
@@ -111,56 +135,25 @@ _gpu: dict[str, Any] = {}
 
 def _cpu_kernels() -> dict[str, Any]:
     if not _cpu:
-        from numba import njit, prange
-
         from . import vmath
+        from .jit import specialise
 
-        rounds = njit(inline="always")(_philox_rounds)
-        uniforms = njit(inline="always")(_uniform_pair)
-        g = {
-            "_philox_rounds": rounds,
-            "_uniform_pair": uniforms,
-            "_log": vmath.log,
-            "_sincos_turns": vmath.sincos_turns,
-        }
-        pair = njit(inline="always")(rebind_globals(_pair, **g))
-        variates = njit(inline="always")(rebind_globals(_variates, _pair=pair))
-
-        @njit(parallel=True, error_model="numpy")
-        def fill(out, first, k0, k1, stream, normal):  # type: ignore[no-untyped-def]
-            for p in prange(out.shape[0]):
-                for j0 in range(0, out.shape[1], 2):
-                    variates(out, first, k0, k1, stream, normal, p, j0)
-
-        @njit
-        def philox(c0, c1, c2, c3, k0, k1):  # type: ignore[no-untyped-def]
-            return rounds(c0, c1, c2, c3, k0, k1)
-
-        _cpu.update(fill=fill, philox=philox, pair=pair)
+        bind = {"_log": vmath.log, "_sincos_turns": vmath.sincos_turns}
+        helpers = [h for h in _HELPERS if h is not _sincos_turns]
+        lanes = specialise(
+            "rng_fill", [_fill_lanes], helpers, bind, "cpu", {"error_model": "numpy"}
+        )
+        serial = specialise("rng_philox", [_philox], [_philox_rounds], target="cpu-serial")
+        _cpu.update(fill=lanes._fill_lanes, philox=serial._philox, pair=lanes._pair)
     return _cpu
 
 
 def _gpu_kernels() -> dict[str, Any]:
     if not _gpu:
-        # a module-level name: the CUDA simulator swaps the kernel's global ``cuda``
-        global cuda
-        from numba import cuda
+        from .jit import specialise
 
-        rounds = cuda.jit(device=True)(_philox_rounds)
-        uniforms = cuda.jit(device=True)(_uniform_pair)
-        sincos = cuda.jit(device=True)(_sincos_turns)
-        g = {"_philox_rounds": rounds, "_uniform_pair": uniforms, "_sincos_turns": sincos}
-        pair = cuda.jit(device=True)(rebind_globals(_pair, **g))
-        variates = cuda.jit(device=True)(rebind_globals(_variates, _pair=pair))
-
-        @cuda.jit
-        def fill(out, first, k0, k1, stream, normal):  # type: ignore[no-untyped-def]
-            p = cuda.grid(1)
-            if p < out.shape[0]:
-                for j0 in range(0, out.shape[1], 2):
-                    variates(out, first, k0, k1, stream, normal, p, j0)
-
-        _gpu.update(fill=fill, pair=pair)
+        threads = specialise("rng_fill", [_fill_threads], _HELPERS, target="cuda")
+        _gpu.update(fill=threads._fill_threads, pair=threads._pair)
     return _gpu
 
 

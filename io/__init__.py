@@ -13,24 +13,23 @@ Examples
 
 from __future__ import annotations
 
-from .arrays import read_array, write_array
-from .checkpoint import Checkpoint, LoadedCheckpoint
-from .errors import CorruptDataError, LayoutMismatchError, StorageError
-from .files import open_file, parallel_available
-from .tables import read_table, write_table
-from .xdmf import write_xdmf
+from hpc.lazy import lazy_exports
 
-__all__ = [
-    "open_file",
-    "parallel_available",
-    "write_array",
-    "read_array",
-    "write_table",
-    "read_table",
-    "Checkpoint",
-    "LoadedCheckpoint",
-    "write_xdmf",
-    "StorageError",
-    "CorruptDataError",
-    "LayoutMismatchError",
-]
+# name -> submodule defining it; imported when the name is first read
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "open_file": ".files",
+        "parallel_available": ".files",
+        "write_array": ".arrays",
+        "read_array": ".arrays",
+        "write_table": ".tables",
+        "read_table": ".tables",
+        "Checkpoint": ".checkpoint",
+        "LoadedCheckpoint": ".checkpoint",
+        "write_xdmf": ".xdmf",
+        "StorageError": ".errors",
+        "CorruptDataError": ".errors",
+        "LayoutMismatchError": ".errors",
+    },
+)

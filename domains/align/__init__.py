@@ -1,60 +1,37 @@
 """Sequence alignment: batched Smith-Waterman, Needleman-Wunsch and semi-global alignment with affine gaps."""  # noqa: E501
 
-from .batch import (
-    MODES,
-    Alignment,
-    align,
-    align_pairs,
-    cigar_string,
-    parse_cigar,
-    rescore_cigar,
-    score_many,
-    score_pairs,
-)
-from .scoring import (
-    MATRICES,
-    AlphabetError,
-    Gaps,
-    Scoring,
-    SubstitutionMatrix,
-    dna_matrix,
-    get_matrix,
-)
-from .search import search, write_hits
-from .seqio import (
-    Record,
-    SequenceFormatError,
-    read_fasta,
-    read_fastq,
-    read_sequences,
-    write_fasta,
-    write_sam,
-)
+from __future__ import annotations
 
-__all__ = [
-    "MODES",
-    "MATRICES",
-    "Alignment",
-    "AlphabetError",
-    "Gaps",
-    "Record",
-    "Scoring",
-    "SequenceFormatError",
-    "SubstitutionMatrix",
-    "align",
-    "align_pairs",
-    "cigar_string",
-    "dna_matrix",
-    "get_matrix",
-    "parse_cigar",
-    "read_fasta",
-    "read_fastq",
-    "read_sequences",
-    "rescore_cigar",
-    "score_many",
-    "score_pairs",
-    "search",
-    "write_fasta",
-    "write_hits",
-    "write_sam",
-]
+from hpc.lazy import lazy_exports
+
+# name -> submodule defining it; imported when the name is first read
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "MODES": ".batch",
+        "MATRICES": ".scoring",
+        "Alignment": ".batch",
+        "AlphabetError": ".scoring",
+        "Gaps": ".scoring",
+        "Record": ".seqio",
+        "Scoring": ".scoring",
+        "SequenceFormatError": ".seqio",
+        "SubstitutionMatrix": ".scoring",
+        "align": ".batch",
+        "align_pairs": ".batch",
+        "cigar_string": ".batch",
+        "dna_matrix": ".scoring",
+        "get_matrix": ".scoring",
+        "parse_cigar": ".batch",
+        "read_fasta": ".seqio",
+        "read_fastq": ".seqio",
+        "read_sequences": ".seqio",
+        "rescore_cigar": ".batch",
+        "score_many": ".batch",
+        "score_pairs": ".batch",
+        "search": ".search",
+        "write_fasta": ".seqio",
+        "write_hits": ".search",
+        "write_sam": ".seqio",
+    },
+)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hpc.comm import world
+import hpc  # lazy: MPI starts at the first hpc.world()
 
 __all__ = ["add_parser"]
 
@@ -78,7 +78,7 @@ def _prepare(args: argparse.Namespace, qpath: str, tpath: str) -> Any:
     from .scoring import Scoring
     from .seqio import SequenceFormatError
 
-    comm = world()
+    comm = hpc.world()
     try:
         scoring = Scoring(args.matrix, args.gap_open, args.gap_extend, args.gap_convention)
         if args.sam and args.mode != "semi-global":

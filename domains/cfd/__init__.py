@@ -7,18 +7,21 @@ Examples
 >>> cavity.run(steps=20000, tol=1e-6)
 """
 
-from .cases import Channel, LidDrivenCavity, TaylorGreen
-from .lattice import D2Q9, D3Q19, Lattice
-from .solver import LBMSolver
-from .units import LatticeUnits
+from __future__ import annotations
 
-__all__ = [
-    "LBMSolver",
-    "Lattice",
-    "D2Q9",
-    "D3Q19",
-    "LatticeUnits",
-    "LidDrivenCavity",
-    "TaylorGreen",
-    "Channel",
-]
+from hpc.lazy import lazy_exports
+
+# name -> submodule defining it; imported when the name is first read
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "LBMSolver": ".solver",
+        "Lattice": ".lattice",
+        "D2Q9": ".lattice",
+        "D3Q19": ".lattice",
+        "LatticeUnits": ".units",
+        "LidDrivenCavity": ".cases",
+        "TaylorGreen": ".cases",
+        "Channel": ".cases",
+    },
+)

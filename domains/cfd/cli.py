@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from hpc.comm import world
+import hpc  # lazy: MPI starts at the first hpc.world()
 
 __all__ = ["add_parser"]
 
@@ -115,7 +115,7 @@ def _make_case(args: argparse.Namespace) -> Any:
 def _run_case(args: argparse.Namespace) -> int:
     from hpc.io import Checkpoint, write_array, write_xdmf
 
-    comm = world()
+    comm = hpc.world()
     rank0 = comm.Get_rank() == 0
     case = _make_case(args)
     solver = case.solver

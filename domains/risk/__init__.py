@@ -1,33 +1,33 @@
 """Monte Carlo risk: option pricing under geometric Brownian motion, reproducible on any
 number of ranks (counter-based random streams, fixed blocks, exact reduction)."""
 
-from .american import American, american_lsm
-from .analytic import black_scholes, geometric_asian
-from .basket import Basket, price_basket
-from .engine import PriceResult, price
-from .heston import price_heston
-from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European, Heston
-from .var import Market, Position, RiskResult, historical_var, monte_carlo_var
+from __future__ import annotations
 
-__all__ = [
-    "GBM",
-    "Basket",
-    "price_basket",
-    "Heston",
-    "price_heston",
-    "American",
-    "american_lsm",
-    "European",
-    "AsianArithmetic",
-    "AsianGeometric",
-    "Barrier",
-    "PriceResult",
-    "price",
-    "black_scholes",
-    "geometric_asian",
-    "Market",
-    "Position",
-    "RiskResult",
-    "monte_carlo_var",
-    "historical_var",
-]
+from hpc.lazy import lazy_exports
+
+# name -> submodule defining it; imported when the name is first read
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "GBM": ".instruments",
+        "Basket": ".basket",
+        "price_basket": ".basket",
+        "Heston": ".instruments",
+        "price_heston": ".heston",
+        "American": ".american",
+        "american_lsm": ".american",
+        "European": ".instruments",
+        "AsianArithmetic": ".instruments",
+        "AsianGeometric": ".instruments",
+        "Barrier": ".instruments",
+        "PriceResult": ".engine",
+        "price": ".engine",
+        "black_scholes": ".analytic",
+        "geometric_asian": ".analytic",
+        "Market": ".var",
+        "Position": ".var",
+        "RiskResult": ".var",
+        "monte_carlo_var": ".var",
+        "historical_var": ".var",
+    },
+)

@@ -43,67 +43,76 @@ class Basket:
 _compiled: dict[str, Any] = {}
 
 
+def _basket_sums(
+    out,
+    first_block,
+    block,
+    k0,
+    k1,
+    stream,
+    log_s0,
+    drift,
+    sd,
+    loading,
+    weights,
+    strike,
+    call,
+    discount,
+    antithetic,
+):  # type: ignore[no-untyped-def]
+    d = log_s0.shape[0]
+    for b in prange(out.shape[0]):
+        z = np.empty(d)
+        acc = np.zeros(5)
+        base = np.uint64(first_block + b) * np.uint64(block)
+        for i in range(block):
+            p = base + np.uint64(i)
+            for j0 in range(0, d, 2):
+                z1, z2 = _pair(p, np.uint64(j0 // 2), k0, k1, stream, True)
+                z[j0] = z1
+                if j0 + 1 < d:
+                    z[j0 + 1] = z2
+            y = 0.0
+            c = 0.0
+            for sign in (1.0, -1.0):
+                value = 0.0
+                for a in range(d):
+                    shock = 0.0
+                    for m in range(d):
+                        shock += loading[a, m] * z[m]
+                    value += weights[a] * math.exp(log_s0[a] + drift[a] + sd[a] * sign * shock)
+                pay = max(value - strike, 0.0) if call else max(strike - value, 0.0)
+                y += discount * pay
+                c += discount * value
+                if not antithetic:
+                    break
+            if antithetic:
+                y *= 0.5
+                c *= 0.5
+            acc[0] += y
+            acc[1] += y * y
+            acc[2] += c
+            acc[3] += c * c
+            acc[4] += y * c
+        for k in range(5):
+            out[b, k] = acc[k]
+
+
+prange = range  # placeholder: the generated kernel module imports numba's
+
+
+def _pair(index: Any, pair: Any, k0: Any, k1: Any, stream: Any, normal: bool) -> tuple:
+    raise NotImplementedError  # bound to hpc.rng's compiled pair in the generated module
+
+
 def _make() -> Any:
-    from numba import njit, prange
+    """The CPU kernel, generated and cached on disk by :func:`hpc.jit.specialise`."""
+    from hpc.jit import specialise
 
-    pair = device_functions("cpu")["pair"]
-
-    @njit(parallel=True, nogil=True, error_model="numpy")
-    def sums(
-        out,
-        first_block,
-        block,
-        k0,
-        k1,
-        stream,
-        log_s0,
-        drift,
-        sd,
-        loading,
-        weights,
-        strike,
-        call,
-        discount,
-        antithetic,
-    ):  # type: ignore[no-untyped-def]
-        d = log_s0.shape[0]
-        for b in prange(out.shape[0]):
-            z = np.empty(d)
-            acc = np.zeros(5)
-            base = np.uint64(first_block + b) * np.uint64(block)
-            for i in range(block):
-                p = base + np.uint64(i)
-                for j0 in range(0, d, 2):
-                    z1, z2 = pair(p, np.uint64(j0 // 2), k0, k1, stream, True)
-                    z[j0] = z1
-                    if j0 + 1 < d:
-                        z[j0 + 1] = z2
-                y = 0.0
-                c = 0.0
-                for sign in (1.0, -1.0):
-                    value = 0.0
-                    for a in range(d):
-                        shock = 0.0
-                        for m in range(d):
-                            shock += loading[a, m] * z[m]
-                        value += weights[a] * math.exp(log_s0[a] + drift[a] + sd[a] * sign * shock)
-                    pay = max(value - strike, 0.0) if call else max(strike - value, 0.0)
-                    y += discount * pay
-                    c += discount * value
-                    if not antithetic:
-                        break
-                if antithetic:
-                    y *= 0.5
-                    c *= 0.5
-                acc[0] += y
-                acc[1] += y * y
-                acc[2] += c
-                acc[3] += c * c
-                acc[4] += y * c
-            for k in range(5):
-                out[b, k] = acc[k]
-
-    return sums
+    bind = {"_pair": device_functions("cpu")["pair"]}
+    options = {"error_model": "numpy"}
+    module = specialise("risk_basket", [_basket_sums], [], bind, "cpu", options)
+    return module._basket_sums
 
 
 def _rows(first: int, count: int, block: int, args: tuple) -> np.ndarray:

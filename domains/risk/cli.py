@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hpc.comm import world
+import hpc  # lazy: MPI starts at the first hpc.world()
 
 __all__ = ["add_parser"]
 
@@ -57,7 +57,7 @@ def _price(args: argparse.Namespace) -> int:
     from .engine import price
     from .portfolio import PortfolioError, load_portfolio
 
-    comm = world()
+    comm = hpc.world()
     try:
         book = load_portfolio(args.portfolio)
     except PortfolioError as exc:
@@ -138,7 +138,7 @@ def _var(args: argparse.Namespace) -> int:
     from .portfolio import PortfolioError, load_book
     from .var import historical_var, monte_carlo_var
 
-    comm = world()
+    comm = hpc.world()
     try:
         market, positions = load_book(args.book)
     except PortfolioError as exc:

@@ -21,77 +21,89 @@ __all__ = ["price_heston"]
 _compiled: dict[str, Any] = {}
 
 
-def _make() -> Any:
-    from numba import njit, prange
+def _heston_terminal(
+    p, k0, k1, stream, log_s0, v0, kappa, theta, xi, rho, mu, dt, steps, sign
+):  # type: ignore[no-untyped-def]
+    """The terminal spot of path ``p`` (full-truncation Euler; ``sign`` -1 flips the normals)."""
+    x, v = log_s0, v0
+    sq = math.sqrt(dt)
+    rho_c = math.sqrt(max(1.0 - rho * rho, 0.0))
+    for j in range(steps):
+        zv, zi = _pair(p, np.uint64(j), k0, k1, stream, True)
+        zv, zi = sign * zv, sign * zi
+        vp = max(v, 0.0)
+        root = math.sqrt(vp)
+        x += (mu - 0.5 * vp) * dt + root * sq * (rho * zv + rho_c * zi)
+        v += kappa * (theta - vp) * dt + xi * root * sq * zv
+    return math.exp(x)
 
-    pair = device_functions("cpu")["pair"]
 
-    @njit(inline="always")
-    def terminal(p, k0, k1, stream, log_s0, v0, kappa, theta, xi, rho, mu, dt, steps, sign):  # type: ignore[no-untyped-def]
-        x, v = log_s0, v0
-        sq = math.sqrt(dt)
-        rho_c = math.sqrt(max(1.0 - rho * rho, 0.0))
-        for j in range(steps):
-            zv, zi = pair(p, np.uint64(j), k0, k1, stream, True)
-            zv, zi = sign * zv, sign * zi
-            vp = max(v, 0.0)
-            root = math.sqrt(vp)
-            x += (mu - 0.5 * vp) * dt + root * sq * (rho * zv + rho_c * zi)
-            v += kappa * (theta - vp) * dt + xi * root * sq * zv
-        return math.exp(x)
-
-    @njit(parallel=True, nogil=True, error_model="numpy")
-    def sums(
-        out,
-        first_block,
-        block,
-        k0,
-        k1,
-        stream,
-        log_s0,
-        v0,
-        kappa,
-        theta,
-        xi,
-        rho,
-        mu,
-        dt,
-        steps,
-        strike,
-        call,
-        discount,
-        antithetic,
-    ):  # type: ignore[no-untyped-def]
-        for b in prange(out.shape[0]):
-            sy = syy = sc = scc = syc = 0.0
-            base = np.uint64(first_block + b) * np.uint64(block)
-            for i in range(block):
-                p = base + np.uint64(i)
-                s = terminal(
-                    p, k0, k1, stream, log_s0, v0, kappa, theta, xi, rho, mu, dt, steps, 1.0
+def _heston_sums(
+    out,
+    first_block,
+    block,
+    k0,
+    k1,
+    stream,
+    log_s0,
+    v0,
+    kappa,
+    theta,
+    xi,
+    rho,
+    mu,
+    dt,
+    steps,
+    strike,
+    call,
+    discount,
+    antithetic,
+):  # type: ignore[no-untyped-def]
+    for b in prange(out.shape[0]):
+        sy = syy = sc = scc = syc = 0.0
+        base = np.uint64(first_block + b) * np.uint64(block)
+        for i in range(block):
+            p = base + np.uint64(i)
+            s = _heston_terminal(
+                p, k0, k1, stream, log_s0, v0, kappa, theta, xi, rho, mu, dt, steps, 1.0
+            )
+            y = discount * (max(s - strike, 0.0) if call else max(strike - s, 0.0))
+            c = discount * s
+            if antithetic:
+                s = _heston_terminal(
+                    p, k0, k1, stream, log_s0, v0, kappa, theta, xi, rho, mu, dt, steps, -1.0
                 )
-                y = discount * (max(s - strike, 0.0) if call else max(strike - s, 0.0))
-                c = discount * s
-                if antithetic:
-                    s = terminal(
-                        p, k0, k1, stream, log_s0, v0, kappa, theta, xi, rho, mu, dt, steps, -1.0
-                    )
-                    y = 0.5 * (
-                        y + discount * (max(s - strike, 0.0) if call else max(strike - s, 0.0))
-                    )
-                    c = 0.5 * (c + discount * s)
-                sy += y
-                syy += y * y
-                sc += c
-                scc += c * c
-                syc += y * c
-            out[b, 0] = sy
-            out[b, 1] = syy
-            out[b, 2] = sc
-            out[b, 3] = scc
-            out[b, 4] = syc
+                y = 0.5 * (
+                    y + discount * (max(s - strike, 0.0) if call else max(strike - s, 0.0))
+                )
+                c = 0.5 * (c + discount * s)
+            sy += y
+            syy += y * y
+            sc += c
+            scc += c * c
+            syc += y * c
+        out[b, 0] = sy
+        out[b, 1] = syy
+        out[b, 2] = sc
+        out[b, 3] = scc
+        out[b, 4] = syc
 
-    return sums
+
+prange = range  # placeholder: the generated kernel module imports numba's
+
+
+def _pair(index: Any, pair: Any, k0: Any, k1: Any, stream: Any, normal: bool) -> tuple:
+    raise NotImplementedError  # bound to hpc.rng's compiled pair in the generated module
+
+
+def _make() -> Any:
+    """The CPU kernel, generated and cached on disk by :func:`hpc.jit.specialise`."""
+    from hpc.jit import specialise
+
+    bind = {"_pair": device_functions("cpu")["pair"]}
+    options = {"error_model": "numpy"}
+    module = specialise("risk_heston", [_heston_sums], [_heston_terminal], bind, "cpu", options)
+    return module._heston_sums
 
 
 def _rows(first: int, count: int, block: int, args: tuple) -> np.ndarray:

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from hpc.jit import rebind_globals
 from hpc.rng import device_functions
 
 __all__ = ["block_sums", "EUROPEAN", "ARITHMETIC", "GEOMETRIC", "BARRIER", "COLUMNS", "WIDTH"]
@@ -40,156 +39,79 @@ def _accumulate(acc: Any, y: float, c: float, d: float, v: float) -> None:
     acc[8] += v * v
 
 
-def _accumulator() -> Any:
-    from numba import njit
-
-    return njit(inline="always")(_accumulate)
-
-
-def _make_barrier() -> Any:
-    """The barrier kernel: one path at a time, with four bumped copies for the Greeks."""
-    from numba import njit, prange
-
-    pair = device_functions("cpu")["pair"]
-    accumulate = _accumulator()
-
-    @njit(inline="always")
-    def one_path(
-        p,
-        k0,
-        k1,
-        stream,
-        log_s0,
-        s0,
-        drift,
-        vol,
-        dt,
-        steps,
-        strike,
-        call,
-        log_barrier,
-        up,
-        knock_in,
-        sign,
-        discount,
-    ):  # type: ignore[no-untyped-def]
-        """(y, c, dy/dS0, dy/dsigma) of one path; ``sign`` -1 flips the normals."""
-        x = log_s0
-        sqdt = math.sqrt(dt)
-        w = 0.0  # Brownian motion at the current date
-        hit = np.zeros(5, dtype=np.bool_)
-        z2 = 0.0
-        for j in range(steps):
-            if j % 2 == 0:
-                z1, z2 = pair(p, np.uint64(j // 2), k0, k1, stream, True)
-                z = sign * z1
-            else:
-                z = sign * z2
-            x += drift + vol * sqdt * z
-            w += sqdt * z
-            t = (j + 1) * dt
-            # the path and its four bumped versions (spot +-1%, vol +-0.01) on the same
-            # Brownian motion: common random numbers for the finite-difference Greeks
-            for m in range(5):
-                xm = x
-                if m == 1 or m == 2:
-                    xm = x + (SPOT_BUMP if m == 1 else -SPOT_BUMP)
-                elif m >= 3:
-                    vm = vol + (VOL_BUMP if m == 3 else -VOL_BUMP)
-                    xm = log_s0 + (drift / dt + 0.5 * vol * vol - 0.5 * vm * vm) * t + vm * w
-                if (up and xm >= log_barrier) or (not up and xm <= log_barrier):
-                    hit[m] = True
-        t = steps * dt
-        ys = np.zeros(5)
+def _barrier_path(
+    p, k0, k1, stream, log_s0, s0, drift, vol, dt, steps, strike, call, log_barrier, up,
+    knock_in, sign, discount,
+):  # type: ignore[no-untyped-def]
+    """(y, c, dy/dS0, dy/dsigma) of one barrier path; ``sign`` -1 flips the normals."""
+    x = log_s0
+    sqdt = math.sqrt(dt)
+    w = 0.0  # Brownian motion at the current date
+    hit = np.zeros(5, dtype=np.bool_)
+    z2 = 0.0
+    for j in range(steps):
+        if j % 2 == 0:
+            z1, z2 = _pair(p, np.uint64(j // 2), k0, k1, stream, True)
+            z = sign * z1
+        else:
+            z = sign * z2
+        x += drift + vol * sqdt * z
+        w += sqdt * z
+        t = (j + 1) * dt
+        # the path and its four bumped versions (spot +-1%, vol +-0.01) on the same
+        # Brownian motion: common random numbers for the finite-difference Greeks
         for m in range(5):
-            if m == 0:
-                xm = x
-            elif m <= 2:
+            xm = x
+            if m == 1 or m == 2:
                 xm = x + (SPOT_BUMP if m == 1 else -SPOT_BUMP)
-            else:
+            elif m >= 3:
                 vm = vol + (VOL_BUMP if m == 3 else -VOL_BUMP)
                 xm = log_s0 + (drift / dt + 0.5 * vol * vol - 0.5 * vm * vm) * t + vm * w
-            am = math.exp(xm)
-            pay = max(am - strike, 0.0) if call else max(strike - am, 0.0)
-            alive = hit[m] if knock_in else not hit[m]
-            ys[m] = discount * pay if alive else 0.0
-        delta = (ys[1] - ys[2]) / (s0 * (math.exp(SPOT_BUMP) - math.exp(-SPOT_BUMP)))
-        vega = (ys[3] - ys[4]) / (2.0 * VOL_BUMP)
-        return ys[0], discount * math.exp(x), delta, vega
+            if (up and xm >= log_barrier) or (not up and xm <= log_barrier):
+                hit[m] = True
+    t = steps * dt
+    ys = np.zeros(5)
+    for m in range(5):
+        if m == 0:
+            xm = x
+        elif m <= 2:
+            xm = x + (SPOT_BUMP if m == 1 else -SPOT_BUMP)
+        else:
+            vm = vol + (VOL_BUMP if m == 3 else -VOL_BUMP)
+            xm = log_s0 + (drift / dt + 0.5 * vol * vol - 0.5 * vm * vm) * t + vm * w
+        am = math.exp(xm)
+        pay = max(am - strike, 0.0) if call else max(strike - am, 0.0)
+        alive = hit[m] if knock_in else not hit[m]
+        ys[m] = discount * pay if alive else 0.0
+    delta = (ys[1] - ys[2]) / (s0 * (math.exp(SPOT_BUMP) - math.exp(-SPOT_BUMP)))
+    vega = (ys[3] - ys[4]) / (2.0 * VOL_BUMP)
+    return ys[0], discount * math.exp(x), delta, vega
 
-    @njit(parallel=True, nogil=True, error_model="numpy")
-    def sums(
-        out,
-        first_block,
-        block,
-        k0,
-        k1,
-        stream,
-        log_s0,
-        s0,
-        drift,
-        vol,
-        dt,
-        steps,
-        strike,
-        call,
-        discount,
-        antithetic,
-        barrier,
-        up,
-        knock_in,
-    ):  # type: ignore[no-untyped-def]
-        log_barrier = math.log(barrier)
-        for b in prange(out.shape[0]):
-            acc = np.zeros(WIDTH)
-            base = np.uint64(first_block + b) * np.uint64(block)
-            for i in range(block):
-                p = base + np.uint64(i)
-                y, c, d, v = one_path(
-                    p,
-                    k0,
-                    k1,
-                    stream,
-                    log_s0,
-                    s0,
-                    drift,
-                    vol,
-                    dt,
-                    steps,
-                    strike,
-                    call,
-                    log_barrier,
-                    up,
-                    knock_in,
-                    1.0,
-                    discount,
+
+def _barrier_sums(
+    out, first_block, block, k0, k1, stream, log_s0, s0, drift, vol, dt, steps, strike, call,
+    discount, antithetic, barrier, up, knock_in,
+):  # type: ignore[no-untyped-def]
+    """The barrier kernel: one path at a time, with four bumped copies for the Greeks."""
+    log_barrier = math.log(barrier)
+    for b in prange(out.shape[0]):
+        acc = np.zeros(WIDTH)
+        base = np.uint64(first_block + b) * np.uint64(block)
+        for i in range(block):
+            p = base + np.uint64(i)
+            y, c, d, v = _barrier_path(
+                p, k0, k1, stream, log_s0, s0, drift, vol, dt, steps, strike, call,
+                log_barrier, up, knock_in, 1.0, discount,
+            )
+            if antithetic:
+                ya, ca, da, va = _barrier_path(
+                    p, k0, k1, stream, log_s0, s0, drift, vol, dt, steps, strike, call,
+                    log_barrier, up, knock_in, -1.0, discount,
                 )
-                if antithetic:
-                    ya, ca, da, va = one_path(
-                        p,
-                        k0,
-                        k1,
-                        stream,
-                        log_s0,
-                        s0,
-                        drift,
-                        vol,
-                        dt,
-                        steps,
-                        strike,
-                        call,
-                        log_barrier,
-                        up,
-                        knock_in,
-                        -1.0,
-                        discount,
-                    )
-                    y, c, d, v = 0.5 * (y + ya), 0.5 * (c + ca), 0.5 * (d + da), 0.5 * (v + va)
-                accumulate(acc, y, c, d, v)
-            for k in range(WIDTH):
-                out[b, k] = acc[k]
-
-    return sums
+                y, c, d, v = 0.5 * (y + ya), 0.5 * (c + ca), 0.5 * (d + da), 0.5 * (v + va)
+            _accumulate(acc, y, c, d, v)
+        for k in range(WIDTH):
+            out[b, k] = acc[k]
 
 
 LANES = 64  # CPU: paths advanced together, one vector loop per time step
@@ -197,7 +119,8 @@ STATE = 12  # per path: x, w, sum S, sum ln S, their vol derivatives; again for 
 
 
 # --- one description of a path, compiled for the CPU and the GPU ----------------------------
-# ``_KIND``, ``_ASIAN``, ``_exp``, ``_pair`` are rebound per target and payoff (hpc.jit).
+# Templates of hpc.jit.specialise: ``_KIND``, ``_ASIAN``, ``_exp``, ``_pair`` are bound per
+# target and payoff in the generated modules, which numba caches on disk.
 _KIND, _ASIAN = EUROPEAN, False
 
 
@@ -314,128 +237,95 @@ def _finish(
     st[0, i], st[1, i], st[2, i], st[3, i] = y, c, d, v
 
 
-def _path_functions(kind: int, jit: Any, exp: Any, pair: Any) -> tuple[Any, Any]:
-    """``(two_steps, finish)`` for ``kind``, compiled by ``jit`` with ``exp`` and ``pair``."""
-    names = {"_KIND": kind, "_ASIAN": kind in (ARITHMETIC, GEOMETRIC), "_exp": exp}
-    advance = jit(rebind_globals(_advance, **names))
-    payoff = jit(rebind_globals(_payoff, **names))
-    two_steps = jit(rebind_globals(_two_steps, _advance=advance, _pair=pair))
-    finish = jit(rebind_globals(_finish, _payoff=payoff))
-    return two_steps, finish
-
-
-def _make_lanes(kind: int) -> Any:
-    """The CPU kernel for European and Asian payoffs (``kind`` fixed at compile time).
+def _lanes_sums(
+    out, first_block, block, k0, k1, stream, log_s0, s0, drift, vol, dt, steps, strike, call,
+    discount, antithetic,
+):  # type: ignore[no-untyped-def]
+    """The CPU kernel for European and Asian payoffs (``_KIND`` fixed at compile time).
 
     Paths of a block advance ``LANES`` at a time, each time step one loop over lanes with no
     calls (Philox, :mod:`hpc.vmath` exp/log/sincos inline), which LLVM vectorises. Samples are
     summed in path order, so the result does not depend on ``LANES``.
     """
-    from numba import njit, prange
-
-    from hpc import vmath
-
-    inline = njit(inline="always")
-    two_steps, finish = _path_functions(kind, inline, vmath.exp, device_functions("cpu")["pair"])
-    accumulate = inline(_accumulate)
-
-    @njit(parallel=True, nogil=True, error_model="numpy")
-    def sums(
-        out,
-        first_block,
-        block,
-        k0,
-        k1,
-        stream,
-        log_s0,
-        s0,
-        drift,
-        vol,
-        dt,
-        steps,
-        strike,
-        call,
-        discount,
-        antithetic,
-    ):  # type: ignore[no-untyped-def]
-        for b in prange(out.shape[0]):
-            acc = np.zeros(WIDTH)
-            st = np.zeros((STATE, LANES))
-            base = np.uint64(first_block + b) * np.uint64(block)
-            for c0 in range(0, block, LANES):
-                n = min(LANES, block - c0)
-                st[:, :] = 0.0
-                st[0, :] = log_s0
-                st[6, :] = log_s0
-                for j in range(0, steps, 2):
-                    for i in range(n):  # the vector loop
-                        p = base + np.uint64(c0 + i)
-                        two_steps(st, i, p, j, k0, k1, stream, drift, vol, dt, steps, antithetic)
-                for i in range(n):  # vectorised too
-                    finish(st, i, steps, strike, call, s0, vol, steps * dt, discount, antithetic)
-                for i in range(n):  # in path order
-                    accumulate(acc, st[0, i], st[1, i], st[2, i], st[3, i])
-            for k in range(WIDTH):
-                out[b, k] = acc[k]
-
-    return sums
-
-
-def _make_gpu(kind: int) -> tuple[Any, Any]:
-    """The GPU kernels: one thread per sample writing its (y, c, delta, vega), then one thread
-    per block summing them in path order (deterministic, the CPU's order)."""
-    global cuda  # a module-level name: the CUDA simulator swaps the kernel's global ``cuda``
-    from numba import cuda, float64
-
-    device = cuda.jit(device=True)
-    two_steps, finish = _path_functions(kind, device, device(_exp), device_functions("gpu")["pair"])
-    accumulate = device(_accumulate)
-
-    @cuda.jit
-    def samples(
-        values,
-        first,
-        k0,
-        k1,
-        stream,
-        log_s0,
-        s0,
-        drift,
-        vol,
-        dt,
-        steps,
-        strike,
-        call,
-        discount,
-        antithetic,
-    ):  # type: ignore[no-untyped-def]
-        i = cuda.grid(1)
-        if i < values.shape[1]:
-            st = cuda.local.array((STATE, 1), float64)
-            for r in range(STATE):
-                st[r, 0] = 0.0
-            st[0, 0] = log_s0
-            st[6, 0] = log_s0
-            p = first + np.uint64(i)
+    for b in prange(out.shape[0]):
+        acc = np.zeros(WIDTH)
+        st = np.zeros((STATE, LANES))
+        base = np.uint64(first_block + b) * np.uint64(block)
+        for c0 in range(0, block, LANES):
+            n = min(LANES, block - c0)
+            st[:, :] = 0.0
+            st[0, :] = log_s0
+            st[6, :] = log_s0
             for j in range(0, steps, 2):
-                two_steps(st, 0, p, j, k0, k1, stream, drift, vol, dt, steps, antithetic)
-            finish(st, 0, steps, strike, call, s0, vol, steps * dt, discount, antithetic)
-            for r in range(4):
-                values[r, i] = st[r, 0]
+                for i in range(n):  # the vector loop
+                    p = base + np.uint64(c0 + i)
+                    _two_steps(st, i, p, j, k0, k1, stream, drift, vol, dt, steps, antithetic)
+            for i in range(n):  # vectorised too
+                _finish(st, i, steps, strike, call, s0, vol, steps * dt, discount, antithetic)
+            for i in range(n):  # in path order
+                _accumulate(acc, st[0, i], st[1, i], st[2, i], st[3, i])
+        for k in range(WIDTH):
+            out[b, k] = acc[k]
 
-    @cuda.jit
-    def block_totals(out, values, block):  # type: ignore[no-untyped-def]
-        b = cuda.grid(1)
-        if b < out.shape[0]:
-            acc = cuda.local.array(WIDTH, float64)
-            for k in range(WIDTH):
-                acc[k] = 0.0
-            for i in range(b * block, (b + 1) * block):
-                accumulate(acc, values[0, i], values[1, i], values[2, i], values[3, i])
-            for k in range(WIDTH):
-                out[b, k] = acc[k]
 
-    return samples, block_totals
+def _gpu_samples(
+    values, first, k0, k1, stream, log_s0, s0, drift, vol, dt, steps, strike, call, discount,
+    antithetic,
+):  # type: ignore[no-untyped-def]
+    """GPU: one thread per sample writing its (y, c, delta, vega)."""
+    i = cuda.grid(1)
+    if i < values.shape[1]:
+        st = cuda.local.array((STATE, 1), float64)
+        for r in range(STATE):
+            st[r, 0] = 0.0
+        st[0, 0] = log_s0
+        st[6, 0] = log_s0
+        p = first + np.uint64(i)
+        for j in range(0, steps, 2):
+            _two_steps(st, 0, p, j, k0, k1, stream, drift, vol, dt, steps, antithetic)
+        _finish(st, 0, steps, strike, call, s0, vol, steps * dt, discount, antithetic)
+        for r in range(4):
+            values[r, i] = st[r, 0]
+
+
+def _gpu_block_totals(out, values, block):  # type: ignore[no-untyped-def]
+    """GPU: one thread per block summing its samples in path order (the CPU's order)."""
+    b = cuda.grid(1)
+    if b < out.shape[0]:
+        acc = cuda.local.array(WIDTH, float64)
+        for k in range(WIDTH):
+            acc[k] = 0.0
+        for i in range(b * block, (b + 1) * block):
+            _accumulate(acc, values[0, i], values[1, i], values[2, i], values[3, i])
+        for k in range(WIDTH):
+            out[b, k] = acc[k]
+
+
+prange = range  # placeholders: the generated kernel modules import numba's prange, cuda ...
+cuda: Any = None
+float64: Any = None
+_PATH = (_advance, _payoff, _two_steps, _finish, _accumulate)
+
+
+def _make(kind: int, target: str) -> Any:
+    """The generated kernel module of ``kind`` for ``target`` (``"cpu"`` or ``"cuda"``)."""
+    from hpc import vmath
+    from hpc.jit import specialise
+
+    if kind == BARRIER:
+        bind = {"_pair": device_functions("cpu")["pair"]}
+        helpers = [_accumulate, _barrier_path]
+        return specialise("risk_barrier", [_barrier_sums], helpers, bind, "cpu", _NUMPY_ERRORS)
+    names = {"_KIND": kind, "_ASIAN": kind in (ARITHMETIC, GEOMETRIC)}
+    if target == "cpu":
+        bind = {**names, "_exp": vmath.exp, "_pair": device_functions("cpu")["pair"]}
+        return specialise("risk_lanes", [_lanes_sums], _PATH, bind, "cpu", _NUMPY_ERRORS)
+    bind = {**names, "_pair": device_functions("gpu")["pair"]}
+    kernels = [_gpu_samples, _gpu_block_totals]
+    return specialise("risk_paths", kernels, [_exp, *_PATH], bind, "cuda")
+
+
+_NUMPY_ERRORS = {"error_model": "numpy"}
 
 
 def _gpu_block_sums(
@@ -448,7 +338,8 @@ def _gpu_block_sums(
 
     key = ("gpu", p["kind"])
     if key not in _compiled:
-        _compiled[key] = _make_gpu(p["kind"])
+        module = _make(p["kind"], "cuda")
+        _compiled[key] = (module._gpu_samples, module._gpu_block_totals)
     samples, block_totals = _compiled[key]
     per_launch = max(1, (1 << 22) // block)
     out = xp.empty((count, WIDTH))
@@ -493,7 +384,8 @@ def block_sums(
     if gpu and kind != BARRIER:
         return _gpu_block_sums(first, count, block, p)
     if kind not in _compiled:
-        _compiled[kind] = _make_barrier() if kind == BARRIER else _make_lanes(kind)
+        module = _make(kind, "cpu")
+        _compiled[kind] = module._barrier_sums if kind == BARRIER else module._lanes_sums
     out = np.empty((count, WIDTH))
     args = [out, first, block, *_scalars(p)]
     if kind == BARRIER:

@@ -3,21 +3,23 @@ and HDF5 readers, numba hash-join and group-by kernels, a sqlglot front end and 
 operators (shuffle or broadcast joins, partial aggregation), answering TPC-H like DuckDB
 (see docs/sql.md)."""
 
-from .catalog import Catalog
-from .engine import QueryOptions, explain, query
-from .errors import SQLError, UnsupportedSQL
-from .join import hash_join
-from .table import Column, Table, read_parquet
+from __future__ import annotations
 
-__all__ = [
-    "Catalog",
-    "Column",
-    "QueryOptions",
-    "SQLError",
-    "Table",
-    "UnsupportedSQL",
-    "explain",
-    "hash_join",
-    "query",
-    "read_parquet",
-]
+from hpc.lazy import lazy_exports
+
+# name -> submodule defining it; imported when the name is first read
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "Catalog": ".catalog",
+        "Column": ".table",
+        "QueryOptions": ".engine",
+        "SQLError": ".errors",
+        "Table": ".table",
+        "UnsupportedSQL": ".errors",
+        "explain": ".engine",
+        "hash_join": ".join",
+        "query": ".engine",
+        "read_parquet": ".table",
+    },
+)

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from hpc.comm import world
+import hpc  # lazy: MPI starts at the first hpc.world()
 
 __all__ = ["add_parser"]
 
@@ -55,7 +55,7 @@ def _print(table: Any, max_rows: int) -> None:
 
 
 def _fail(exc: Exception) -> int:
-    if world().Get_rank() == 0:
+    if hpc.world().Get_rank() == 0:
         print(f"hpc sql: {exc}", file=sys.stderr)
     return 2
 
@@ -63,11 +63,11 @@ def _fail(exc: Exception) -> int:
 def _tpch_gen(args: argparse.Namespace) -> int:
     from .tpch import generate
 
-    if world().Get_rank() == 0:
+    if hpc.world().Get_rank() == 0:
         t0 = time.perf_counter()
         out = generate(args.sf, args.out)
         print(f"TPC-H SF {args.sf:g} written to {out} in {time.perf_counter() - t0:.1f} s")
-    world().Barrier()
+    hpc.world().Barrier()
     return 0
 
 
@@ -81,7 +81,7 @@ def _tpch(args: argparse.Namespace) -> int:
     from .tpch import QUERIES, SUPPORTED
 
     keep_freed_memory(arrow=True)  # Parquet decoding reuses Arrow's pages
-    comm = world()
+    comm = hpc.world()
     options = QueryOptions(backend=args.backend)
     try:
         catalog = Catalog.open(args.data)
@@ -114,7 +114,7 @@ def _query(args: argparse.Namespace) -> int:
     from .errors import SQLError
 
     keep_freed_memory(arrow=True)  # Parquet decoding reuses Arrow's pages
-    comm = world()
+    comm = hpc.world()
     try:
         result = query(args.sql, Catalog.open(args.data), comm, QueryOptions(backend=args.backend))
     except (SQLError, OSError, BackendUnavailableError) as exc:
@@ -132,9 +132,9 @@ def _convert(args: argparse.Namespace) -> int:
     from .errors import SQLError
 
     try:
-        out = convert(args.source, args.out, world())
+        out = convert(args.source, args.out, hpc.world())
     except (SQLError, OSError) as exc:
         return _fail(exc)
-    if world().Get_rank() == 0:
+    if hpc.world().Get_rank() == 0:
         print(f"wrote {out}")
     return 0

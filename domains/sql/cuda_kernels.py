@@ -20,8 +20,12 @@ Written against the module-level ``cuda`` name, so the CUDA simulator
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import cuda, float64, int64
+
+from hpc.jit import specialise
 
 __all__ = [
     "EMPTY",
@@ -150,38 +154,43 @@ def group_insert(keys, table, first, row_slot):  # pragma: no cover - compiled
 SMALL_GROUPS = 512  # up to this many groups, blocks reduce in shared memory first
 
 
-def _small_sum_count(dtype):  # type: ignore[no-untyped-def]
+def _small_sum_count(ids, values, valid, use_valid, with_sum, total, counts):  # pragma: no cover
     """Sum and count per group for at most SMALL_GROUPS groups: each block accumulates in
     shared memory, then adds its partials to the global arrays (one global atomic per block
-    and group instead of one per row, which few groups would serialise)."""
-
-    @cuda.jit
-    def kernel(ids, values, valid, use_valid, with_sum, total, counts):  # pragma: no cover
-        part = cuda.shared.array(SMALL_GROUPS, dtype)
-        seen = cuda.shared.array(SMALL_GROUPS, int64)
-        ngroups = counts.shape[0]
-        for g in range(cuda.threadIdx.x, ngroups, cuda.blockDim.x):
-            part[g] = 0
-            seen[g] = 0
-        cuda.syncthreads()
-        for i in range(cuda.grid(1), ids.shape[0], cuda.gridsize(1)):
-            if not use_valid or valid[i]:
-                g = ids[i]
-                if with_sum:
-                    cuda.atomic.add(part, g, values[i])
-                cuda.atomic.add(seen, g, 1)
-        cuda.syncthreads()
-        for g in range(cuda.threadIdx.x, ngroups, cuda.blockDim.x):
-            if seen[g]:
-                if with_sum:
-                    cuda.atomic.add(total, g, part[g])
-                cuda.atomic.add(counts, g, seen[g])
-
-    return kernel
+    and group instead of one per row, which few groups would serialise). ``_PART``: the type
+    of the sums, bound per version (a template of :func:`hpc.jit.specialise`)."""
+    part = cuda.shared.array(SMALL_GROUPS, _PART)
+    seen = cuda.shared.array(SMALL_GROUPS, int64)
+    ngroups = counts.shape[0]
+    for g in range(cuda.threadIdx.x, ngroups, cuda.blockDim.x):
+        part[g] = 0
+        seen[g] = 0
+    cuda.syncthreads()
+    for i in range(cuda.grid(1), ids.shape[0], cuda.gridsize(1)):
+        if not use_valid or valid[i]:
+            g = ids[i]
+            if with_sum:
+                cuda.atomic.add(part, g, values[i])
+            cuda.atomic.add(seen, g, 1)
+    cuda.syncthreads()
+    for g in range(cuda.threadIdx.x, ngroups, cuda.blockDim.x):
+        if seen[g]:
+            if with_sum:
+                cuda.atomic.add(total, g, part[g])
+            cuda.atomic.add(counts, g, seen[g])
 
 
-small_sum_count_f64 = _small_sum_count(float64)
-small_sum_count_i64 = _small_sum_count(int64)
+def _small_sum_count_for(part_type: Any) -> Any:
+    """The kernel :func:`_small_sum_count` with sums of ``part_type`` (generated, cached)."""
+    bind = {"_PART": part_type}
+    label = f"sql_small_groups_{part_type}"
+    module = specialise(label, [_small_sum_count], bind=bind, target="cuda")
+    return module._small_sum_count
+
+
+_PART = float64  # bound per version
+small_sum_count_f64 = _small_sum_count_for(float64)
+small_sum_count_i64 = _small_sum_count_for(int64)
 
 
 @cuda.jit

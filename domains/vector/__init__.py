@@ -1,19 +1,21 @@
 """Vector search: exact and IVF k-nearest-neighbour indexes, sharded over MPI ranks."""
 
-from ._base import FORMAT_VERSION, METRICS, VectorIndex, load_index
-from .flat import FlatIndex
-from .ivf import IVFFlatIndex, IVFPQIndex
-from .kmeans import kmeans
-from .sharded import ShardedIndex
+from __future__ import annotations
 
-__all__ = [
-    "FORMAT_VERSION",
-    "METRICS",
-    "VectorIndex",
-    "FlatIndex",
-    "IVFFlatIndex",
-    "IVFPQIndex",
-    "ShardedIndex",
-    "kmeans",
-    "load_index",
-]
+from hpc.lazy import lazy_exports
+
+# name -> submodule defining it; imported when the name is first read
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "FORMAT_VERSION": "._base",
+        "METRICS": "._base",
+        "VectorIndex": "._base",
+        "FlatIndex": ".flat",
+        "IVFFlatIndex": ".ivf",
+        "IVFPQIndex": ".ivf",
+        "ShardedIndex": ".sharded",
+        "kmeans": ".kmeans",
+        "load_index": "._base",
+    },
+)

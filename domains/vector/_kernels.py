@@ -7,8 +7,8 @@ sharded search and a single-process search pick the same rows). Scores are "smal
 better": ``||x||^2 - 2 q.x`` for L2 (``||q||^2`` is added when exact distances are computed)
 and ``-q.x`` for inner product and cosine.
 
-The heap helpers are written once as plain Python and compiled for both targets (the globals
-they call are rebound per target with :func:`hpc.jit.rebind_globals`).
+The heap helpers are written once as plain Python and compiled for both targets by
+:func:`hpc.jit.specialise` (generated modules that numba caches on disk).
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from typing import Any
 import numba
 import numpy as np
 from numba import njit, prange
-
-from hpc.jit import rebind_globals
 
 __all__ = [
     "NO_ID",
@@ -136,15 +134,18 @@ def _sort_heap(hd: Any, hp: Any, k: int, ids: Any) -> None:
         _sift(hd, hp, end, 0, ids)
 
 
-_inline = njit(inline="always", cache=True)
-_c_id_of = _inline(_id_of)
-_c_worse = _inline(_worse)
-_c_worse_at = _inline(rebind_globals(_worse_at, _id_of=_c_id_of))
-_c_replace_top = _inline(rebind_globals(_replace_top, _worse_at=_c_worse_at))
-_c_push = _inline(rebind_globals(_push, _worse_at=_c_worse_at, _replace_top=_c_replace_top))
-_c_sift = _inline(rebind_globals(_sift, _worse_at=_c_worse_at))
-_c_heapify = njit(cache=True)(rebind_globals(_heapify, _sift=_c_sift))
-_c_sort_heap = njit(cache=True)(rebind_globals(_sort_heap, _sift=_c_sift))
+def _cpu_heap() -> Any:
+    """The heap helpers compiled for the CPU (a generated module, cached on disk)."""
+    from hpc.jit import specialise
+
+    helpers = [_id_of, _worse, _worse_at, _replace_top, _push, _sift]
+    return specialise("vector_heap", [_heapify, _sort_heap], helpers, target="cpu-serial")
+
+
+_heap = _cpu_heap()
+_c_id_of, _c_worse, _c_worse_at = _heap._id_of, _heap._worse, _heap._worse_at
+_c_replace_top, _c_push, _c_sift = _heap._replace_top, _heap._push, _heap._sift
+_c_heapify, _c_sort_heap = _heap._heapify, _heap._sort_heap
 
 
 # ---------------------------------------------------------------------------------------------
@@ -613,129 +614,128 @@ def set_threads(n: int | None) -> None:
 # ---------------------------------------------------------------------------------------------
 # GPU kernels (numba.cuda); under NUMBA_ENABLE_CUDASIM=1 they run on NumPy arrays
 
+cuda: Any = None  # placeholders: the generated kernel module imports numba.cuda and its types
+float32: Any = None
+int64: Any = None
+
+
+
+def _gpu_select(st, xnorm, base, ids, mask, use_mask, l2, seg, cand_d, cand_p):  # type: ignore
+    """Thread (query i, segment s) keeps the top k of rows ``s*seg ..`` of ``st`` (nb x nq,
+    so consecutive threads read consecutive addresses)."""
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    s = cuda.blockIdx.y
+    nb, nq = st.shape
+    k = cand_d.shape[2]
+    if i >= nq:
+        return
+    hd = cuda.local.array(GPU_KMAX, float32)
+    hp = cuda.local.array(GPU_KMAX, int64)
+    for t in range(k):
+        hd[t] = math.inf
+        hp[t] = -1
+    top = hd[0]
+    top_id = _id_of(ids, hp[0])
+    stop = min(nb, (s + 1) * seg)
+    for j in range(s * seg, stop):
+        v = st[j, i]
+        sc = xnorm[base + j] - float32(2.0) * v if l2 else -v
+        p = base + j
+        if sc < top or (sc == top and ids[p] < top_id):
+            if use_mask and mask[p] == 0:
+                continue
+            _replace_top(hd, hp, k, sc, p, ids)
+            top = hd[0]
+            top_id = _id_of(ids, hp[0])
+    for t in range(k):
+        cand_d[i, s, t] = hd[t]
+        cand_p[i, s, t] = hp[t]
+
+
+def _gpu_merge(hd_run, hp_run, cand_d, cand_p, ids):  # type: ignore
+    """One thread per query: fold the candidate heaps into the running heap."""
+    i = cuda.grid(1)
+    nq, nseg, k = cand_d.shape
+    if i >= nq:
+        return
+    hd = cuda.local.array(GPU_KMAX, float32)
+    hp = cuda.local.array(GPU_KMAX, int64)
+    for t in range(k):
+        hd[t] = hd_run[i, t]
+        hp[t] = hp_run[i, t]
+    for s in range(nseg):
+        for t in range(k):
+            p = cand_p[i, s, t]
+            if p >= 0:
+                _push(hd, hp, k, cand_d[i, s, t], p, ids)
+    for t in range(k):
+        hd_run[i, t] = hd[t]
+        hp_run[i, t] = hp[t]
+
+
+def _gpu_sort(hd_run, hp_run, ids):  # type: ignore
+    """One thread per query: heap-sort the running heap ascending by ``(score, id)``."""
+    i = cuda.grid(1)
+    nq, k = hd_run.shape
+    if i >= nq:
+        return
+    hd = cuda.local.array(GPU_KMAX, float32)
+    hp = cuda.local.array(GPU_KMAX, int64)
+    for t in range(k):
+        hd[t] = hd_run[i, t]
+        hp[t] = hp_run[i, t]
+    _heapify(hd, hp, k, ids)
+    _sort_heap(hd, hp, k, ids)
+    for t in range(k):
+        hd_run[i, t] = hd[t]
+        hp_run[i, t] = hp[t]
+
+
+def _gpu_scan_lists(queries, probes, offsets, vectors, norms, ids, mask, use_mask, l2, cand_d, cand_p):  # type: ignore  # noqa: E501
+    """IVF-Flat: thread (query i, probe t) scans one inverted list into a candidate heap."""
+    i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    t = cuda.blockIdx.y
+    nq, nprobe = probes.shape
+    k = cand_d.shape[2]
+    if i >= nq:
+        return
+    hd = cuda.local.array(GPU_KMAX, float32)
+    hp = cuda.local.array(GPU_KMAX, int64)
+    for u in range(k):
+        hd[u] = math.inf
+        hp[u] = -1
+    lst = probes[i, t]
+    if lst >= 0:
+        dim = queries.shape[1]
+        for p in range(offsets[lst], offsets[lst + 1]):
+            if use_mask and mask[p] == 0:
+                continue
+            acc = float32(0.0)
+            for c in range(dim):
+                acc += queries[i, c] * float32(vectors[p, c])
+            sc = norms[p] - float32(2.0) * acc if l2 else -acc
+            _push(hd, hp, k, sc, p, ids)
+    for u in range(k):
+        cand_d[i, t, u] = hd[u]
+        cand_p[i, t, u] = hp[u]
+
+
 _gpu: dict[str, Any] = {}
-cuda: Any = None  # module-level: the CUDA simulator rebinds the kernels' global ``cuda``
 
 
 def gpu_kernels() -> dict[str, Any]:
-    """Compile (once) and return the numba.cuda kernels: ``select``, ``merge``, ``sort``,
-    ``scan_lists``."""
-    global cuda
-    if _gpu:
-        return _gpu
-    from numba import cuda as _cuda
-    from numba import float32, int64
+    """Compile (once per machine: a generated module cached on disk) and return the numba.cuda
+    kernels: ``select``, ``merge``, ``sort``, ``scan_lists``."""
+    if not _gpu:
+        from hpc.jit import specialise
 
-    cuda = _cuda
-    device = cuda.jit(device=True)
-    g_id_of = device(_id_of)
-    g_worse_at = device(rebind_globals(_worse_at, _id_of=g_id_of))
-    g_replace = device(rebind_globals(_replace_top, _worse_at=g_worse_at))
-    g_push = device(rebind_globals(_push, _worse_at=g_worse_at, _replace_top=g_replace))
-    g_sift = device(rebind_globals(_sift, _worse_at=g_worse_at))
-    g_heapify = device(rebind_globals(_heapify, _sift=g_sift))
-    g_sort = device(rebind_globals(_sort_heap, _sift=g_sift))
-    kmax = GPU_KMAX
-
-    @cuda.jit
-    def select(st, xnorm, base, ids, mask, use_mask, l2, seg, cand_d, cand_p):  # type: ignore
-        """Thread (query i, segment s) keeps the top k of rows ``s*seg ..`` of ``st`` (nb x nq,
-        so consecutive threads read consecutive addresses)."""
-        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        s = cuda.blockIdx.y
-        nb, nq = st.shape
-        k = cand_d.shape[2]
-        if i >= nq:
-            return
-        hd = cuda.local.array(kmax, float32)
-        hp = cuda.local.array(kmax, int64)
-        for t in range(k):
-            hd[t] = math.inf
-            hp[t] = -1
-        top = hd[0]
-        top_id = g_id_of(ids, hp[0])
-        stop = min(nb, (s + 1) * seg)
-        for j in range(s * seg, stop):
-            v = st[j, i]
-            sc = xnorm[base + j] - float32(2.0) * v if l2 else -v
-            p = base + j
-            if sc < top or (sc == top and ids[p] < top_id):
-                if use_mask and mask[p] == 0:
-                    continue
-                g_replace(hd, hp, k, sc, p, ids)
-                top = hd[0]
-                top_id = g_id_of(ids, hp[0])
-        for t in range(k):
-            cand_d[i, s, t] = hd[t]
-            cand_p[i, s, t] = hp[t]
-
-    @cuda.jit
-    def merge(hd_run, hp_run, cand_d, cand_p, ids):  # type: ignore
-        """One thread per query: fold the candidate heaps into the running heap."""
-        i = cuda.grid(1)
-        nq, nseg, k = cand_d.shape
-        if i >= nq:
-            return
-        hd = cuda.local.array(kmax, float32)
-        hp = cuda.local.array(kmax, int64)
-        for t in range(k):
-            hd[t] = hd_run[i, t]
-            hp[t] = hp_run[i, t]
-        for s in range(nseg):
-            for t in range(k):
-                p = cand_p[i, s, t]
-                if p >= 0:
-                    g_push(hd, hp, k, cand_d[i, s, t], p, ids)
-        for t in range(k):
-            hd_run[i, t] = hd[t]
-            hp_run[i, t] = hp[t]
-
-    @cuda.jit
-    def sort(hd_run, hp_run, ids):  # type: ignore
-        """One thread per query: heap-sort the running heap ascending by ``(score, id)``."""
-        i = cuda.grid(1)
-        nq, k = hd_run.shape
-        if i >= nq:
-            return
-        hd = cuda.local.array(kmax, float32)
-        hp = cuda.local.array(kmax, int64)
-        for t in range(k):
-            hd[t] = hd_run[i, t]
-            hp[t] = hp_run[i, t]
-        g_heapify(hd, hp, k, ids)
-        g_sort(hd, hp, k, ids)
-        for t in range(k):
-            hd_run[i, t] = hd[t]
-            hp_run[i, t] = hp[t]
-
-    @cuda.jit
-    def scan(queries, probes, offsets, vectors, norms, ids, mask, use_mask, l2, cand_d, cand_p):  # type: ignore  # noqa: E501
-        """IVF-Flat: thread (query i, probe t) scans one inverted list into a candidate heap."""
-        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        t = cuda.blockIdx.y
-        nq, nprobe = probes.shape
-        k = cand_d.shape[2]
-        if i >= nq:
-            return
-        hd = cuda.local.array(kmax, float32)
-        hp = cuda.local.array(kmax, int64)
-        for u in range(k):
-            hd[u] = math.inf
-            hp[u] = -1
-        lst = probes[i, t]
-        if lst >= 0:
-            dim = queries.shape[1]
-            for p in range(offsets[lst], offsets[lst + 1]):
-                if use_mask and mask[p] == 0:
-                    continue
-                acc = float32(0.0)
-                for c in range(dim):
-                    acc += queries[i, c] * float32(vectors[p, c])
-                sc = norms[p] - float32(2.0) * acc if l2 else -acc
-                g_push(hd, hp, k, sc, p, ids)
-        for u in range(k):
-            cand_d[i, t, u] = hd[u]
-            cand_p[i, t, u] = hp[u]
-
-    _gpu.update(select=select, merge=merge, sort=sort, scan_lists=scan)
+        helpers = [_id_of, _worse_at, _replace_top, _push, _sift, _heapify, _sort_heap]
+        kernels = [_gpu_select, _gpu_merge, _gpu_sort, _gpu_scan_lists]
+        module = specialise("vector_heap", kernels, helpers, target="cuda")
+        _gpu.update(
+            select=module._gpu_select,
+            merge=module._gpu_merge,
+            sort=module._gpu_sort,
+            scan_lists=module._gpu_scan_lists,
+        )
     return _gpu

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from hpc.comm import world
+import hpc  # lazy: MPI starts at the first hpc.world()
 
 __all__ = ["add_parser"]
 
@@ -118,7 +118,7 @@ def _make_index(args: argparse.Namespace, dim: int, metric: str) -> Any:
 
 
 def _build(args: argparse.Namespace) -> int:
-    comm = world()
+    comm = hpc.world()
     if comm.Get_rank() != 0:
         return 0
     ds, _ = _load_data(args, comm, shard=False)
@@ -135,7 +135,7 @@ def _build(args: argparse.Namespace) -> int:
 def _search(args: argparse.Namespace) -> int:
     from ._base import load_index
 
-    comm = world()
+    comm = hpc.world()
     if comm.Get_rank() != 0:
         return 0
     index = load_index(args.index_file)
@@ -187,7 +187,7 @@ def _eval(args: argparse.Namespace) -> int:
     from .flat import FlatIndex
     from .sharded import ShardedIndex
 
-    comm = world()
+    comm = hpc.world()
     ds, _ = _load_data(args, comm, shard=True)
     dim = ds.train.shape[1]
     try:
