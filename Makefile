@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.hpc-env-ready
 RANKS  ?= 2
 PYTEST_ARGS ?=
 
-.PHONY: env run test lint bench clean distclean
+.PHONY: env run test lint warmup bench clean distclean
 
 env: $(STAMP)
 
@@ -20,7 +20,11 @@ run: env
 lint: env
 	$(PY) -m ruff check .
 
-test: env lint
+# Kernels compiled once into the disk caches, so the suite's many processes load them.
+warmup: env
+	$(PY) -m hpc warmup
+
+test: env lint warmup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: env

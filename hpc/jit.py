@@ -46,7 +46,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TARGETS", "specialise", "compiled_kernels", "cache_stats", "kernel_dir"]
+__all__ = [
+    "TARGETS",
+    "specialise",
+    "load_source",
+    "module_source",
+    "compiled_kernels",
+    "cache_stats",
+    "kernel_dir",
+]
 
 TARGETS = ("cpu", "cpu-serial", "cuda")
 _PROJECT = "hpc"  # modules of this distribution: their source files are hashed as dependencies
@@ -116,6 +124,13 @@ def specialise(
     if not label.isidentifier():
         raise ValueError(f"label={label!r}: must be a Python identifier")
     text = module_source(kernels, helpers, bind or {}, target, options or {})
+    return load_source(label, text, [fn.__name__ for fn in kernels])
+
+
+def load_source(label: str, text: str, kernels: Sequence[str] = ()) -> types.ModuleType:
+    """Import generated kernel source ``text`` from ``HPC_CACHE_DIR/kernels``, written there
+    once under a name hashed from the text (for generators of their own, such as the lattice
+    Boltzmann kernels). ``kernels``: names of its entry points, for :func:`cache_stats`."""
     digest = hashlib.sha256(text.encode()).hexdigest()[:20]
     with _lock:
         if digest in _loaded:
@@ -123,8 +138,7 @@ def specialise(
         name = f"hpc_kernels_{label}_{digest}"
         module = _import(name, _write_once(kernel_dir() / f"{name}.py", text))
         _loaded[digest] = module
-        for fn in kernels:
-            _registry.append((label, fn.__name__, getattr(module, fn.__name__)))
+        _registry.extend((label, k, getattr(module, k)) for k in kernels)
     return module
 
 

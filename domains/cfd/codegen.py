@@ -5,8 +5,9 @@ every direction unrolled (the form a compiler turns into straight-line code), th
 numba: ``njit(parallel=True)`` over the rows of a box on the CPU, or ``numba.cuda.jit`` with one
 thread per cell on the GPU. The same generated cell body is used for both.
 
-The source is written to a cache folder (``HPC_CACHE_DIR``, default ``~/.cache/hpc``) under a
-name hashed from its text, so numba's on-disk cache applies and later runs start instantly.
+The source is written to the kernel cache (:func:`hpc.jit.load_source`: ``HPC_CACHE_DIR``,
+default ``~/.cache/hpc``) under a name hashed from its text, so numba's on-disk cache applies
+and later runs start instantly.
 
 Cell update (pull scheme, two buffers): each population is pulled from the neighbour it streams
 from; if that neighbour is a wall (flag 1) the population leaving this cell towards the wall is
@@ -16,11 +17,6 @@ velocity U). Then BGK or TRT collision with the Guo forcing term.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -347,17 +343,6 @@ def kernel_source(
     return "\n".join(lines) + "\n"
 
 
-def _cache_dir() -> Path:
-    from hpc.config import settings
-
-    path = Path(settings().cache_dir) / "lbm"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-_loaded: dict[str, Any] = {}
-
-
 def load_kernel(
     lattice: Lattice,
     collision: str,
@@ -368,20 +353,9 @@ def load_kernel(
     ghost_shape: tuple[int, ...] | None = None,
     pattern: str = "pull",
 ) -> Any:
-    """The compiled kernel (generated, written to the cache folder and imported once)."""
+    """The compiled kernel (generated, written once to the kernel cache and imported)."""
+    from hpc.jit import load_source
+
     text = kernel_source(lattice, collision, forcing, dtype, target, walls, ghost_shape, pattern)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    if digest in _loaded:
-        return _loaded[digest]
-    name = f"lbm_{lattice.name.lower()}_{collision}_{digest}"
-    path = _cache_dir() / f"{name}.py"
-    if not path.exists() or path.read_text() != text:
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)  # atomic: ranks generating at once never see half a file
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    _loaded[digest] = module.stream_collide
-    return module.stream_collide
+    label = f"lbm_{lattice.name.lower()}_{collision}"
+    return load_source(label, text, ["stream_collide"]).stream_collide
