@@ -37,8 +37,10 @@ import dis
 import hashlib
 import importlib.util
 import inspect
+import logging
 import os
 import sys
+import tempfile
 import textwrap
 import threading
 import types
@@ -66,6 +68,7 @@ _PROVIDED = {"cpu": ("prange",), "cpu-serial": ("prange",), "cuda": _CUDA_NAMES}
 _lock = threading.Lock()
 _loaded: dict[str, types.ModuleType] = {}  # digest -> generated module
 _registry: list[tuple[str, str, Any]] = []  # (label, name, compiled kernel), in build order
+_warned: set[Path] = set()
 
 
 def kernel_dir() -> Path:
@@ -73,8 +76,21 @@ def kernel_dir() -> Path:
     from .config import settings
 
     path = Path(settings().cache_dir) / "kernels"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if os.access(path, os.W_OK):
+            return path
+    except OSError:
+        pass
+    # a read-only home or cache folder: kernels still compile, cached for this user in /tmp
+    fallback = Path(tempfile.gettempdir()) / f"hpc-{os.getuid()}" / "kernels"
+    fallback.mkdir(parents=True, exist_ok=True)
+    if path not in _warned:
+        _warned.add(path)
+        logging.getLogger("hpc").warning(
+            "HPC_CACHE_DIR %s is not writable; generated kernels go to %s", path, fallback
+        )
+    return fallback
 
 
 def specialise(
@@ -202,7 +218,7 @@ def _decorators(target: str, options: Mapping[str, Any]) -> tuple[str, str]:
 def _global_names(code: types.CodeType) -> Iterator[str]:
     """Names a function's code (and the code nested in it) reads as globals."""
     for ins in dis.get_instructions(code):
-        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL"):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
             yield ins.argval
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
@@ -321,12 +337,14 @@ def compiled_kernels() -> list[tuple[str, str, Any]]:
 
 def cache_stats() -> dict[str, tuple[int, int]]:
     """``"label.name" -> (cache hits, cache misses)`` of the CPU entry points built so far
-    (numba's dispatcher statistics: a miss is a compilation)."""
+    (numba's dispatcher statistics: a miss is a compilation), summed over the versions of one
+    label (kernels of several payoffs, lattices or shapes)."""
     out: dict[str, tuple[int, int]] = {}
     for label, name, kernel in compiled_kernels():
         stats = getattr(kernel, "stats", None)
         if stats is not None:
-            hits = sum(stats.cache_hits.values())
-            misses = sum(stats.cache_misses.values())
+            hits, misses = out.get(f"{label}.{name}", (0, 0))
+            hits += sum(stats.cache_hits.values())
+            misses += sum(stats.cache_misses.values())
             out[f"{label}.{name}"] = (hits, misses)
     return out

@@ -6,6 +6,7 @@ nothing until used: no MPI initialisation, no numba, pyarrow or sqlglot import.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import types
 from collections.abc import Callable, Mapping
@@ -33,10 +34,11 @@ def lazy_exports(
     table = dict(exports)
 
     def __getattr__(name: str) -> Any:
-        try:
-            where = table[name]
-        except KeyError:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+        where = table.get(name)
+        if where is None:  # a submodule not imported yet (``hpc.domains.sql.table``)
+            if not name.startswith("__") and importlib.util.find_spec(f"{package}.{name}"):
+                return importlib.import_module(f"{package}.{name}")
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(where, package), name)
         setattr(sys.modules[package], name, value)  # later reads skip this function
         return value

@@ -291,6 +291,8 @@ def load_index(path: str | os.PathLike[str], backend: str | Backend | None = Non
     """
     from hpc.io import LayoutMismatchError
 
+    from . import flat, ivf  # noqa: F401 - their index types register themselves on import
+
     kind, dim, metric, params, state = read_index_file(path)
     cls = _REGISTRY.get(kind)
     if cls is None:
