@@ -188,7 +188,7 @@ def storage_section(out_dir: Path, n: int = 96, steps: int = 200) -> bool:
 
 def cfd_section(n: int = 48) -> bool:
     from hpc.domains.cfd import LidDrivenCavity
-    from hpc.domains.cfd.cli import ghia_deviation
+    from hpc.domains.cfd.ghia import ghia_deviation
 
     comm = world()
     cavity = LidDrivenCavity(n, re=100, u_lid=0.1)

@@ -18,8 +18,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 __all__ = ["DOMAINS", "warmup", "tasks"]
 
 DOMAINS = ("core", "risk", "cfd", "sql", "vector", "align")
@@ -64,6 +62,8 @@ def warmup(domains: Sequence[str] | None = None, quiet: bool = False) -> list[st
     """Run the warm-up tasks of ``domains`` (all by default), printing one line per task with
     its seconds. Returns the names of the tasks that failed (each failure is printed, and the
     others still run)."""
+    import numpy as np
+
     from .jit import cache_stats
 
     chosen = list(DOMAINS if not domains else domains)

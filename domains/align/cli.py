@@ -13,8 +13,6 @@ import argparse
 import sys
 from typing import Any
 
-import numpy as np
-
 import hpc  # lazy: MPI starts at the first hpc.world()
 
 __all__ = ["add_parser"]
@@ -96,7 +94,7 @@ def _prepare(args: argparse.Namespace, qpath: str, tpath: str) -> Any:
     return comm, scoring, q, t
 
 
-def _finish(args: argparse.Namespace, comm: Any, rows: dict[str, np.ndarray], q, t) -> int:
+def _finish(args: argparse.Namespace, comm: Any, rows: dict[str, Any], q, t) -> int:
     import json
 
     from .search import write_hits

@@ -13,8 +13,6 @@ import json
 import sys
 from typing import Any
 
-import numpy as np
-
 import hpc  # lazy: MPI starts at the first hpc.world()
 
 __all__ = ["add_parser"]
@@ -53,6 +51,8 @@ def add_parser(sub: Any) -> None:
 
 
 def _price(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from .american import American, american_lsm
     from .engine import price
     from .portfolio import PortfolioError, load_portfolio
@@ -108,6 +108,7 @@ def _price(args: argparse.Namespace) -> int:
 
 
 def _row(name: str, option: Any, r: Any) -> dict[str, Any]:
+    nan = float("nan")
     return {
         "name": name,
         "type": type(option).__name__,
@@ -115,8 +116,8 @@ def _row(name: str, option: Any, r: Any) -> dict[str, Any]:
         "stderr": r.stderr,
         "ci95_low": r.ci95[0],
         "ci95_high": r.ci95[1],
-        "delta": np.nan if r.delta is None else r.delta,
-        "vega": np.nan if r.vega is None else r.vega,
+        "delta": nan if r.delta is None else r.delta,
+        "vega": nan if r.vega is None else r.vega,
         "paths": r.paths,
         "seconds": r.seconds,
     }
@@ -134,6 +135,8 @@ def _show(comm: Any, args: argparse.Namespace, name: str, r: Any) -> None:
 
 def _var(args: argparse.Namespace) -> int:
     from dataclasses import asdict
+
+    import numpy as np
 
     from .portfolio import PortfolioError, load_book
     from .var import historical_var, monte_carlo_var
