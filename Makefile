@@ -20,8 +20,10 @@ run: env
 lint: env
 	$(PY) -m ruff check .
 
-# Kernels compiled once into the disk caches, so the suite's many processes load them.
+# Bytecode and kernels compiled once into the disk caches, so the suite's many processes load
+# them (compileall writes bytecode even where PYTHONDONTWRITEBYTECODE is set).
 warmup: env
+	$(PY) -m compileall -q hpc domains io benchmarks
 	$(PY) -m hpc warmup
 
 test: env lint warmup
@@ -32,7 +34,7 @@ bench: env
 
 clean:
 	rm -rf .pytest_cache .ruff_cache .hypothesis build *.egg-info
-	find . -name __pycache__ -prune -exec rm -rf {} +
+	find . -path ./$(VENV) -prune -o -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
 	rm -rf $(VENV)
