@@ -179,11 +179,14 @@ def module_source(
         header[name] = _binding(name, value, depends, f"bind[{name!r}]")
     for fn in templates:
         for name in _global_names(fn.__code__):
-            if name in defined or name in provided or name in header:
+            if name in defined or name in provided or name in bind:
                 continue
             if name in fn.__globals__:
                 where = f"global {name!r} of template {fn.__module__}.{fn.__qualname__}"
-                header[name] = _binding(name, fn.__globals__[name], depends, where)
+                line = _binding(name, fn.__globals__[name], depends, where)
+                if header.setdefault(name, line) != line:  # templates of two modules disagree
+                    raise ValueError(f"{where} is `{line}` but another template's is "
+                                     f"`{header[name]}`; bind it")
             elif not hasattr(builtins, name):
                 raise NameError(f"template {fn.__qualname__} reads undefined global {name!r}")
     lines = [

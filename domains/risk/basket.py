@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from hpc.rng import RandomStreams, device_functions
+from hpc.rng import RandomStreams
 from hpc.run import exact_sum, map_blocks
 
 from .engine import DEFAULT_BLOCK, PriceResult, estimate
 from .instruments import _kind, _positive
+from .kernels import _pair, path_rows  # _pair: bound in the generated kernel
 from .var import Market
 
 __all__ = ["Basket", "price_basket"]
@@ -38,9 +39,6 @@ class Basket:
         object.__setattr__(self, "strike", _positive("strike", self.strike))
         object.__setattr__(self, "maturity", _positive("maturity", self.maturity))
         _kind(self.kind)
-
-
-_compiled: dict[str, Any] = {}
 
 
 def _basket_sums(
@@ -101,26 +99,8 @@ def _basket_sums(
 prange = range  # placeholder: the generated kernel module imports numba's
 
 
-def _pair(index: Any, pair: Any, k0: Any, k1: Any, stream: Any, normal: bool) -> tuple:
-    raise NotImplementedError  # bound to hpc.rng's compiled pair in the generated module
-
-
-def _make() -> Any:
-    """The CPU kernel, generated and cached on disk by :func:`hpc.jit.specialise`."""
-    from hpc.jit import specialise
-
-    bind = {"_pair": device_functions("cpu")["pair"]}
-    options = {"error_model": "numpy"}
-    module = specialise("risk_basket", [_basket_sums], [], bind, "cpu", options)
-    return module._basket_sums
-
-
 def _rows(first: int, count: int, block: int, args: tuple) -> np.ndarray:
-    if "cpu" not in _compiled:
-        _compiled["cpu"] = _make()
-    out = np.empty((count, 5))
-    _compiled["cpu"](out, first, block, *args)
-    return out
+    return path_rows(_basket_sums, (), 5, first, count, block, args)
 
 
 def price_basket(

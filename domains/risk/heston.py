@@ -10,16 +10,14 @@ from typing import Any
 
 import numpy as np
 
-from hpc.rng import RandomStreams, device_functions
+from hpc.rng import RandomStreams
 from hpc.run import exact_sum, map_blocks
 
 from .engine import DEFAULT_BLOCK, PriceResult, estimate
 from .instruments import European, Heston
+from .kernels import _pair, path_rows  # _pair: bound in the generated kernel
 
 __all__ = ["price_heston"]
-
-_compiled: dict[str, Any] = {}
-
 
 def _heston_terminal(
     p, k0, k1, stream, log_s0, v0, kappa, theta, xi, rho, mu, dt, steps, sign
@@ -92,26 +90,8 @@ def _heston_sums(
 prange = range  # placeholder: the generated kernel module imports numba's
 
 
-def _pair(index: Any, pair: Any, k0: Any, k1: Any, stream: Any, normal: bool) -> tuple:
-    raise NotImplementedError  # bound to hpc.rng's compiled pair in the generated module
-
-
-def _make() -> Any:
-    """The CPU kernel, generated and cached on disk by :func:`hpc.jit.specialise`."""
-    from hpc.jit import specialise
-
-    bind = {"_pair": device_functions("cpu")["pair"]}
-    options = {"error_model": "numpy"}
-    module = specialise("risk_heston", [_heston_sums], [_heston_terminal], bind, "cpu", options)
-    return module._heston_sums
-
-
 def _rows(first: int, count: int, block: int, args: tuple) -> np.ndarray:
-    if "cpu" not in _compiled:
-        _compiled["cpu"] = _make()
-    out = np.empty((count, 5))
-    _compiled["cpu"](out, first, block, *args)
-    return out
+    return path_rows(_heston_sums, (_heston_terminal,), 5, first, count, block, args)
 
 
 def price_heston(

@@ -15,7 +15,16 @@ import numpy as np
 
 from hpc.rng import device_functions
 
-__all__ = ["block_sums", "EUROPEAN", "ARITHMETIC", "GEOMETRIC", "BARRIER", "COLUMNS", "WIDTH"]
+__all__ = [
+    "block_sums",
+    "path_rows",
+    "EUROPEAN",
+    "ARITHMETIC",
+    "GEOMETRIC",
+    "BARRIER",
+    "COLUMNS",
+    "WIDTH",
+]
 
 EUROPEAN, ARITHMETIC, GEOMETRIC, BARRIER = 0, 1, 2, 3
 COLUMNS = ("y", "yy", "c", "cc", "yc", "d", "dd", "v", "vv")
@@ -326,6 +335,25 @@ def _make(kind: int, target: str) -> Any:
 
 
 _NUMPY_ERRORS = {"error_model": "numpy"}
+
+
+def path_rows(
+    kernel: Any, helpers: tuple, width: int, first: int, count: int, block: int, args: tuple
+) -> np.ndarray:
+    """``(count, width)`` sums of blocks ``first ..`` by the CPU template ``kernel``
+    ``(out, first_block, block, *args)``, whose templates draw normals by ``_pair`` (bound to
+    :mod:`hpc.rng`'s); compiled once per machine through :func:`hpc.jit.specialise`."""
+    from hpc.jit import specialise
+
+    key = ("rows", kernel)
+    if key not in _compiled:
+        bind = {"_pair": device_functions("cpu")["pair"]}
+        label = kernel.__name__.strip("_")
+        module = specialise(f"risk_{label}", [kernel], helpers, bind, "cpu", _NUMPY_ERRORS)
+        _compiled[key] = getattr(module, kernel.__name__)
+    out = np.empty((count, width))
+    _compiled[key](out, first, block, *args)
+    return out
 
 
 def _gpu_block_sums(
