@@ -41,6 +41,7 @@ _getattr, __dir__, __all__ = lazy_exports(
         "chunk": ".decomposition",
         "plan_dims": ".decomposition",
         "HaloExchange": ".halo",
+        "HPCError": ".errors",
     },
 )
 __all__ = ["__version__", *__all__]

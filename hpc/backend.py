@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .config import settings
+from .errors import HPCError
 
 __all__ = [
     "Backend",
@@ -30,7 +31,7 @@ __all__ = [
 log = logging.getLogger("hpc.backend")
 
 
-class BackendUnavailableError(RuntimeError):
+class BackendUnavailableError(HPCError, RuntimeError):
     """The requested backend cannot run on this machine (the message says why)."""
 
 

@@ -7,8 +7,12 @@ duplicate of ``COMM_WORLD``, so the library can be embedded in a sub-communicato
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import sys
 import threading
+import traceback
+from collections.abc import Iterator
 
 from mpi4py import MPI
 
@@ -23,6 +27,8 @@ __all__ = [
     "cuda_aware_mpi",
     "install_excepthook",
     "mpi_library",
+    "abort_job",
+    "collective_section",
 ]
 
 _lock = threading.Lock()
@@ -107,3 +113,36 @@ def cuda_aware_mpi() -> bool:
     if forced is not None:
         return forced
     return _query_cuda_support()
+
+
+def abort_job(comm: MPI.Comm, what: str, exc: BaseException) -> None:
+    """Print this rank's failure once (message and traceback, each line tagged with the rank),
+    then end every rank of the job with ``MPI_Abort``: the others may be waiting in a collective
+    that this rank will never enter."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    sys.stderr.write(
+        f"[hpc] rank {rank}/{size} failed during {what}: {type(exc).__name__}: {exc}; "
+        "aborting the job\n"
+    )
+    sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
+    sys.stderr.flush()
+    sys.stdout.flush()
+    MPI.COMM_WORLD.Abort(1)
+
+
+@contextlib.contextmanager
+def collective_section(comm: MPI.Comm, what: str) -> Iterator[None]:
+    """Collective. A block every rank of ``comm`` runs together (collective I/O, a shuffle).
+
+    An exception that all ranks agreed on (``all_ranks``, see :class:`hpc.HPCError`) leaves the
+    block as usual; any other exception on a world of more than one rank ends the job through
+    :func:`abort_job`, naming ``what`` and the rank. One rank alone raises as usual.
+    """
+    try:
+        yield
+    except BaseException as exc:
+        if comm.Get_size() == 1 or getattr(exc, "all_ranks", False):
+            raise
+        abort_job(comm, what, exc)
+        raise  # not reached: MPI_Abort ends the process

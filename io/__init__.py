@@ -31,5 +31,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "StorageError": ".errors",
         "CorruptDataError": ".errors",
         "LayoutMismatchError": ".errors",
+        "MissingDataError": ".errors",
+        "StorageFullError": ".errors",
+        "StoragePermissionError": ".errors",
     },
 )

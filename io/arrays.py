@@ -19,7 +19,8 @@ from h5py import h5s
 from hpc.backend import is_device_array, to_host
 from hpc.decomposition import CartDecomposition
 
-from .errors import CorruptDataError, LayoutMismatchError, StorageError
+from . import faults
+from .errors import CorruptDataError, LayoutMismatchError, MissingDataError, StorageError
 from .files import as_target, collective_xfer
 
 __all__ = ["write_array", "read_array", "chunk_shape", "write_block", "read_block"]
@@ -163,10 +164,12 @@ def write_array(
     comm = decomp._require_comm()
     error = _agree(comm, _check_local(local, decomp))
     if error:
-        raise StorageError(error, path=_describe(path_or_group), dataset=name)
+        raise StorageError(error, path=_describe(path_or_group), dataset=name, all_ranks=True)
     dtype = np.dtype(local.dtype)
     attrs = comm.bcast(dict(attrs or {}), root=0) if comm.Get_size() > 1 else dict(attrs or {})
-    with as_target(path_or_group, "a", comm) as target:
+    nbytes = int(np.prod(decomp.global_shape)) * dtype.itemsize
+    with as_target(path_or_group, "a", comm, reserve=nbytes) as target:
+        faults.inject("write", target.path, target.rank)
         if target.kind == "gather":
             full = decomp.gather(local)
             if target.rank == 0:
@@ -225,6 +228,7 @@ def read_array(path_or_group: Any, name: str, decomp: CartDecomposition, dtype: 
     """
     comm = decomp._require_comm()
     with as_target(path_or_group, "r", comm) as target:
+        faults.inject("read", target.path, target.rank)
         path = target.path
         error, stored = None, None
         if target.does_io:
@@ -232,8 +236,8 @@ def read_array(path_or_group: Any, name: str, decomp: CartDecomposition, dtype: 
         error = _agree(comm, error)
         if error:
             kind, message = error
-            raise {"missing": StorageError, "layout": LayoutMismatchError}[kind](
-                message, path=path, dataset=name
+            raise {"missing": MissingDataError, "layout": LayoutMismatchError}[kind](
+                message, path=path, dataset=name, all_ranks=True
             )
         if target.kind == "gather":
             full, failure = None, None
@@ -244,7 +248,7 @@ def read_array(path_or_group: Any, name: str, decomp: CartDecomposition, dtype: 
                     failure = f"HDF5 could not read the data: {exc}"
             failure = _agree(comm, failure)
             if failure:
-                raise CorruptDataError(failure, path=path, dataset=name)
+                raise CorruptDataError(failure, path=path, dataset=name, all_ranks=True)
             return decomp.scatter(full, dtype=dtype)
         failure = None
         on_device = decomp.backend.is_gpu
@@ -262,7 +266,7 @@ def read_array(path_or_group: Any, name: str, decomp: CartDecomposition, dtype: 
             failure = f"rank {comm.Get_rank()}: HDF5 could not read the data: {exc}"
         failure = _agree(comm, failure)
         if failure:
-            raise CorruptDataError(failure, path=path, dataset=name)
+            raise CorruptDataError(failure, path=path, dataset=name, all_ranks=True)
     return decomp.backend.asarray(local) if on_device else local
 
 

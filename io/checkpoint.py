@@ -25,9 +25,16 @@ import numpy as np
 from hpc.comm import resolve_comm
 from hpc.decomposition import CartDecomposition
 
+from . import faults
 from .arrays import _agree, _check_local, read_array, write_array
-from .errors import CorruptDataError, LayoutMismatchError, StorageError
-from .files import Target
+from .errors import (
+    CorruptDataError,
+    LayoutMismatchError,
+    MissingDataError,
+    StorageError,
+    from_os_error,
+)
+from .files import Target, agree
 
 __all__ = ["Checkpoint", "LoadedCheckpoint", "FORMAT"]
 
@@ -206,18 +213,27 @@ class Checkpoint:
             user = "{}"
         error = _agree(comm, error)
         if error:
-            raise StorageError(error, path=str(self.directory))
+            raise StorageError(error, path=str(self.directory), all_ranks=True)
         step = int(step)
         final = self.path_of(step)
         token = uuid.uuid4().hex[:12] if rank == 0 else None
         token = comm.bcast(token, root=0) if comm.Get_size() > 1 else token
         tmp = self.directory / f".{final.name}.tmp-{token}"
+        prepared = None
         if rank == 0:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            # A single writer owns the directory: temporaries of crashed saves go before this
-            # one starts, so at most one (the save in flight) ever exists.
-            self._remove_temporaries(keep_token=token)
-        comm.Barrier()
+            operation = "creating the checkpoint directory"
+            try:
+                faults.inject("mkdir", self.directory, rank)
+                self.directory.mkdir(parents=True, exist_ok=True)
+                # A single writer owns the directory: temporaries of crashed saves go before
+                # this one starts, so at most one (the save in flight) ever exists.
+                operation = "removing the temporary of an earlier save"
+                self._remove_temporaries(keep_token=token)
+            except OSError as exc:
+                prepared = from_os_error(exc, operation, self.directory)
+        prepared = agree(comm, prepared)  # every rank raises it, before any collective write
+        if prepared:
+            raise prepared
         datasets = {
             name: {"shape": list(decomp.global_shape), "dtype": np.dtype(a.dtype).str}
             for name, a in arrays.items()
@@ -238,7 +254,11 @@ class Checkpoint:
         }
         meta = comm.bcast(meta, root=0) if comm.Get_size() > 1 else meta
         try:
-            with Target(tmp, "w", comm) as target:
+            nbytes = sum(
+                int(np.prod(decomp.global_shape)) * np.dtype(a.dtype).itemsize
+                for a in arrays.values()
+            )
+            with Target(tmp, "w", comm, reserve=nbytes) as target:
                 if target.does_io:
                     target.group.attrs["complete"] = 0
                     for key, value in meta.items():
@@ -255,15 +275,16 @@ class Checkpoint:
         failure = None
         if rank == 0:
             try:
+                faults.inject("commit", final, rank)
                 _fsync_path(tmp)
                 os.replace(tmp, final)
                 _fsync_path(self.directory, directory=True)
                 self._prune()
             except OSError as exc:
-                failure = f"could not commit the checkpoint: {exc}"
-        failure = _agree(comm, failure)
+                failure = from_os_error(exc, "committing the checkpoint", final)
+        failure = agree(comm, failure)
         if failure:
-            raise StorageError(failure, path=str(final))
+            raise failure
         return final
 
     def _remove_temporaries(self, keep_token: str) -> None:
@@ -274,6 +295,7 @@ class Checkpoint:
                 and ".tmp-" in entry
                 and keep_token not in entry
             ):
+                faults.inject("remove", self.directory / entry, 0)
                 (self.directory / entry).unlink(missing_ok=True)
 
     def _prune(self) -> None:
@@ -316,7 +338,9 @@ class Checkpoint:
         if step is None:
             step = self.latest()
             if step is None:
-                raise StorageError("no complete checkpoint to load", path=str(self.directory))
+                raise MissingDataError(
+                    "no complete checkpoint to load", path=str(self.directory), all_ranks=True
+                )
         path = self.path_of(int(step))
         if comm.Get_rank() == 0 and not path.exists():
             error = "no such checkpoint"
@@ -324,12 +348,14 @@ class Checkpoint:
             error = None
         error = _agree(comm, error)
         if error:
-            raise StorageError(error, path=str(path))
+            raise MissingDataError(error, path=str(path), all_ranks=True)
         try:
             target = Target(path, "r", comm).__enter__()
         except StorageError as exc:
             raise CorruptDataError(
-                f"the checkpoint cannot be opened (truncated or damaged): {exc}", path=str(path)
+                f"the checkpoint cannot be opened (truncated or damaged): {exc}",
+                path=str(path),
+                all_ranks=True,
             ) from exc
         try:
             meta, problem = None, None
@@ -341,7 +367,7 @@ class Checkpoint:
             if problem:
                 kind, message, dataset = problem
                 cls = LayoutMismatchError if kind == "layout" else CorruptDataError
-                raise cls(message, path=str(path), dataset=dataset)
+                raise cls(message, path=str(path), dataset=dataset, all_ranks=True)
             shape = tuple(json.loads(meta["global_shape"]))
             if decomp is None:
                 decomp = CartDecomposition(
@@ -355,14 +381,17 @@ class Checkpoint:
                 raise LayoutMismatchError(
                     f"checkpoint global shape {shape} != reader's {decomp.global_shape}",
                     path=str(path),
+                    all_ranks=True,
                 )
             datasets = json.loads(meta["datasets"])
             arrays = {
                 name: read_array(target, name, decomp, dtype=np.dtype(info["dtype"]))
                 for name, info in datasets.items()
             }
-        finally:
-            target.__exit__(None, None, None)
+        except BaseException as exc:  # one rank's failure ends the job (Target.__exit__)
+            target.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        target.__exit__(None, None, None)
         info = {k: v for k, v in meta.items() if k not in ("attrs",)}
         return LoadedCheckpoint(
             step=int(meta["step"]),

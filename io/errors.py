@@ -1,14 +1,40 @@
-"""Errors of the storage layer: each names the file and, where there is one, the dataset."""
+"""Errors of the storage layer: each names the file, the dataset where there is one, and the
+operation that failed. They are :class:`hpc.HPCError` and ``OSError`` both.
+
+An error agreed among the ranks before it is raised (``all_ranks=True``) is raised by every
+rank at the same point; :func:`from_os_error` turns an ``OSError`` into the subclass its errno
+says (no space, no permission, missing).
+"""
 
 from __future__ import annotations
 
-__all__ = ["StorageError", "CorruptDataError", "LayoutMismatchError"]
+import errno as _errno
+import re
+from typing import Any
+
+from hpc.errors import HPCError
+
+__all__ = [
+    "StorageError",
+    "CorruptDataError",
+    "LayoutMismatchError",
+    "MissingDataError",
+    "StorageFullError",
+    "StoragePermissionError",
+    "from_os_error",
+]
 
 
-class StorageError(RuntimeError):
+class StorageError(HPCError, OSError):
     """A file or dataset cannot be read or written as asked."""
 
-    def __init__(self, message: str, path: str | None = None, dataset: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        path: str | None = None,
+        dataset: str | None = None,
+        all_ranks: bool = False,
+    ) -> None:
         where = ", ".join(
             part
             for part in (
@@ -18,8 +44,16 @@ class StorageError(RuntimeError):
             if part
         )
         super().__init__(f"{message} ({where})" if where else message)
+        self.message = message
         self.path = path
         self.dataset = dataset
+        self.all_ranks = all_ranks
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    def __reduce__(self) -> tuple[Any, ...]:  # the same error on every rank (allgather)
+        return (type(self), (self.message, self.path, self.dataset, self.all_ranks))
 
 
 class CorruptDataError(StorageError):
@@ -28,3 +62,38 @@ class CorruptDataError(StorageError):
 
 class LayoutMismatchError(StorageError):
     """A dataset's shape or dtype differs from what the reader expects or the file declares."""
+
+
+class MissingDataError(StorageError):
+    """No such file, dataset, table or checkpoint."""
+
+
+class StorageFullError(StorageError):
+    """The file system has no room (``ENOSPC``, ``EDQUOT``) for what is about to be written."""
+
+
+class StoragePermissionError(StorageError):
+    """The file system refuses the operation (``EACCES``, ``EPERM``, ``EROFS``)."""
+
+
+_BY_ERRNO = {
+    _errno.ENOSPC: StorageFullError,
+    _errno.EDQUOT: StorageFullError,
+    _errno.EACCES: StoragePermissionError,
+    _errno.EPERM: StoragePermissionError,
+    _errno.EROFS: StoragePermissionError,
+    _errno.ENOENT: MissingDataError,
+}
+
+
+def from_os_error(
+    exc: OSError, operation: str, path: Any, dataset: str | None = None
+) -> StorageError:
+    """The storage error for ``exc`` raised by ``operation`` on ``path`` (subclass by errno)."""
+    code = exc.errno
+    if code is None:  # h5py puts the system's errno in its message: "errno = 30, ..."
+        found = re.search(r"errno = (\d+)", str(exc))
+        code = int(found.group(1)) if found else 0
+    cls = _BY_ERRNO.get(code, StorageError)
+    reason = exc.strerror or str(exc)
+    return cls(f"{operation} failed: {reason}", path=str(path), dataset=dataset)

@@ -14,12 +14,21 @@ from typing import Any
 
 import h5py
 
-from hpc.comm import resolve_comm
+from hpc.comm import abort_job, resolve_comm
 from hpc.config import settings
 
-from .errors import StorageError
+from . import faults
+from .errors import StorageError, StorageFullError, from_os_error
 
-__all__ = ["open_file", "parallel_available", "io_mode", "collective_xfer", "Target", "as_target"]
+__all__ = [
+    "open_file",
+    "parallel_available",
+    "io_mode",
+    "collective_xfer",
+    "Target",
+    "as_target",
+    "agree",
+]
 
 
 def parallel_available() -> bool:
@@ -69,7 +78,7 @@ def open_file(path: str | os.PathLike[str], mode: str = "r", comm: Any = None) -
             return h5py.File(path, mode, driver="mpio", comm=comm)
         return h5py.File(path, mode)
     except OSError as exc:
-        raise StorageError(f"cannot open with mode {mode!r}: {exc}", path=str(path)) from exc
+        raise from_os_error(exc, f"opening with mode {mode!r}", path) from exc
 
 
 def collective_xfer() -> Any:
@@ -81,11 +90,11 @@ def collective_xfer() -> Any:
     return dxpl
 
 
-def as_target(where: Any, mode: str, comm: Any) -> Any:
+def as_target(where: Any, mode: str, comm: Any, reserve: int = 0) -> Any:
     """A context manager giving a :class:`Target` for ``where`` (reused when it is one)."""
     if isinstance(where, Target):
         return contextlib.nullcontext(where)
-    return Target(where, mode, comm)
+    return Target(where, mode, comm, reserve)
 
 
 class Target:
@@ -95,8 +104,9 @@ class Target:
     closed on exit; with an h5py group, that group is used as it is.
     """
 
-    def __init__(self, where: Any, mode: str, comm: Any) -> None:
+    def __init__(self, where: Any, mode: str, comm: Any, reserve: int = 0) -> None:
         self.comm = resolve_comm(comm)
+        self.reserve = int(reserve)  # bytes about to be written: checked free before opening
         self.owned = not isinstance(where, h5py.Group)
         if self.owned:
             self.path = str(Path(where))
@@ -121,10 +131,27 @@ class Target:
         return self.kind != "gather" or self.rank == 0
 
     def __enter__(self) -> Target:
+        """Open the file on the ranks doing I/O. Failures (no space for ``reserve`` bytes, a
+        read-only or forbidden path, a damaged file) are agreed: every rank raises the same
+        :class:`StorageError` before any collective transfer starts."""
         if not self.owned:
             self.group = self._where if self.does_io else None
             return self
-        error = None
+        error: StorageError | None = None
+        if self.mode != "r" and self.rank == 0:  # agreed before the (collective) open
+            operation = "opening for writing"
+            try:
+                _probe_writable(Path(self.path), self.rank)
+                if self.reserve:
+                    operation = "checking free space"
+                    _check_space(Path(self.path), self.reserve, self.rank)
+            except StorageError as exc:
+                error = exc
+            except OSError as exc:
+                error = from_os_error(exc, operation, self.path)
+        error = agree(self.comm, error)
+        if error:
+            raise error
         if self.does_io:
             try:
                 if self.kind == "mpio":
@@ -132,16 +159,64 @@ class Target:
                 else:
                     self.group = h5py.File(self.path, self.mode)
             except OSError as exc:
-                error = f"cannot open with mode {self.mode!r}: {exc}"
-        if self.comm.Get_size() > 1:
-            errors = self.comm.allgather(error)  # every rank raises the same error, no hang
-            error = next((e for e in errors if e), None)
+                error = from_os_error(exc, f"opening with mode {self.mode!r}", self.path)
+        error = agree(self.comm, error)
         if error:
             if self.group is not None:
                 self.group.close()
-            raise StorageError(error, path=self.path)
+                self.group = None
+            raise error
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        """Close the file. An exception that not every rank raised (inside a collective
+        transfer) ends the job (:func:`hpc.comm.abort_job`): the others would wait forever."""
+        self._abort_unless_agreed(exc)  # before closing: closing is collective too
         if self.owned and self.group is not None:
-            self.group.close()
+            group, self.group = self.group, None
+            try:
+                group.close()
+            except OSError as close_exc:
+                if exc is None:
+                    failure = from_os_error(close_exc, "closing", self.path)
+                    self._abort_unless_agreed(failure)
+                    raise failure from close_exc
+        return False
+
+    def _abort_unless_agreed(self, failure: BaseException | None) -> None:
+        if failure is not None and self.comm.Get_size() > 1:
+            if not getattr(failure, "all_ranks", False):
+                abort_job(self.comm, f"collective I/O on {self.path!r}", failure)
+
+
+def agree(comm: Any, error: StorageError | None) -> StorageError | None:
+    """Collective. The first error any rank saw, raised by all (marked ``all_ranks``)."""
+    if comm.Get_size() > 1:
+        error = next((e for e in comm.allgather(error) if e is not None), None)
+    if error is not None:
+        error.all_ranks = True
+    return error
+
+
+def _probe_writable(path: Path, rank: int) -> None:
+    """Open ``path`` for writing as HDF5 is about to (a read-only file system, a forbidden
+    directory or file raise here, on one rank, before the collective open); a file that did not
+    exist is removed again."""
+    faults.inject("open", path, rank)
+    existed = path.exists()
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+    if not existed:
+        path.unlink()
+
+
+def _check_space(path: Path, nbytes: int, rank: int) -> None:
+    """Raise ``StorageFullError`` when the file system of ``path`` lacks ``nbytes`` (plus 1%
+    and 1 MiB for HDF5's metadata and checksums)."""
+    faults.inject("space", path, rank)
+    need = int(nbytes * 1.01) + (1 << 20)
+    stat = os.statvfs(path.parent if path.parent.exists() else Path.cwd())
+    free = stat.f_bavail * stat.f_frsize
+    if free < need:
+        raise StorageFullError(
+            f"no space for the write: {need:,} bytes needed, {free:,} free", path=str(path)
+        )

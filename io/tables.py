@@ -19,8 +19,9 @@ import numpy as np
 from hpc.comm import resolve_comm
 from hpc.decomposition import chunk
 
+from . import faults
 from .arrays import _agree, read_block, write_block
-from .errors import CorruptDataError, StorageError
+from .errors import CorruptDataError, MissingDataError, StorageError
 from .files import Target, as_target
 
 __all__ = ["write_table", "read_table"]
@@ -141,7 +142,7 @@ def write_table(path_or_group: Any, name: str, columns: Mapping[str, Any], comm:
     error = _agree(comm, error)
     where = path_or_group.file.filename if isinstance(path_or_group, h5py.Group) else path_or_group
     if error:
-        raise StorageError(error, path=str(where), dataset=name)
+        raise StorageError(error, path=str(where), dataset=name, all_ranks=True)
     n = len(np.asarray(next(iter(columns.values()))))
     offset, total, counts = _rows(comm, n)
     prepared = []  # (name, kind, stored values, dictionary or None, unit)
@@ -158,7 +159,9 @@ def write_table(path_or_group: Any, name: str, columns: Mapping[str, Any], comm:
             values = values.view(np.int64)
         prepared.append((col_name, kind, np.ascontiguousarray(values), dictionary, unit))
 
-    with as_target(path_or_group, "a", comm) as target:
+    nbytes = total * sum(values.itemsize for _, _, values, _, _ in prepared)
+    with as_target(path_or_group, "a", comm, reserve=nbytes) as target:
+        faults.inject("write", target.path, target.rank)
         parallel = target.kind == "mpio"
         group = None
         if target.does_io:
@@ -225,6 +228,7 @@ def read_table(
     comm = resolve_comm(comm)
     rank, size = comm.Get_rank(), comm.Get_size()
     with as_target(path_or_group, "r", comm) as target:
+        faults.inject("read", target.path, target.rank)
         meta, error = None, None
         if target.does_io:
             meta, error = _table_meta(target.group, name, columns)
@@ -232,7 +236,7 @@ def read_table(
             meta = comm.bcast(meta, root=0)
         error = _agree(comm, error)
         if error:
-            raise StorageError(error, path=target.path, dataset=name)
+            raise MissingDataError(error, path=target.path, dataset=name, all_ranks=True)
         total, names, kinds = meta
         start, stop = chunk(total, size, rank)
         out: dict[str, np.ndarray] = {}
@@ -260,7 +264,7 @@ def read_table(
             out[col] = values
         failure = _agree(comm, failure)
         if failure:
-            raise CorruptDataError(failure, path=target.path, dataset=name)
+            raise CorruptDataError(failure, path=target.path, dataset=name, all_ranks=True)
     return out
 
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hpc.errors import HPCError
+
 from ._matrices import TABLES
 
 __all__ = [
@@ -44,7 +46,7 @@ __all__ = [
 MATRICES = (*TABLES, "DNA")
 
 
-class AlphabetError(ValueError):
+class AlphabetError(HPCError, ValueError):
     """A letter that the substitution matrix does not score (the message names it)."""
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from hpc.errors import HPCError
+
 __all__ = [
     "Record",
     "SequenceFormatError",
@@ -24,7 +26,7 @@ __all__ = [
 ]
 
 
-class SequenceFormatError(ValueError):
+class SequenceFormatError(HPCError, ValueError):
     """A malformed FASTA/FASTQ record; ``path`` and ``line`` (1-based) say where."""
 
     def __init__(self, message: str, path: str, line: int) -> None:

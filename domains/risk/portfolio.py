@@ -21,6 +21,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from hpc.errors import HPCError
+
 from .american import American
 from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European
 
@@ -35,7 +37,7 @@ TYPES = {
 }
 
 
-class PortfolioError(ValueError):
+class PortfolioError(HPCError, ValueError):
     """A portfolio file that cannot be used; the message names the file and the field."""
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from hpc.errors import HPCError
+
 __all__ = ["SQLError", "UnsupportedSQL", "describe", "position"]
 
 
-class SQLError(ValueError):
+class SQLError(HPCError, ValueError):
     """A query that cannot be answered: malformed, unknown table or column, type mismatch."""
 
 
