@@ -20,6 +20,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from hpc.errors import HPCError, UsageError
+
 __all__ = ["main", "BENCHMARKS"]
 
 # name -> module under hpc.benchmarks; each module has add_arguments(parser) and run(args) -> dict
@@ -107,9 +109,9 @@ def _warmup(args: argparse.Namespace) -> int:
 
     unknown = [d for d in args.domains if d not in DOMAINS]
     if unknown:
-        print(f"hpc warmup: unknown domain {', '.join(map(repr, unknown))}; expected some of "
-              f"{', '.join(DOMAINS)}", file=sys.stderr)
-        return 2
+        raise UsageError(
+            f"unknown domain {', '.join(map(repr, unknown))}; expected some of {', '.join(DOMAINS)}"
+        )
     failed = warmup(args.domains or None, quiet=args.quiet)
     return 1 if failed else 0
 
@@ -180,7 +182,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_excepthook()
     keep_freed_memory()  # columnar kernels reuse their memory instead of faulting it in
     args = build_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except (HPCError, ValueError, OSError) as exc:
+        return _report(args, exc)
+
+
+def _report(args: argparse.Namespace, exc: BaseException) -> int:
+    """Bad input or a failed environment check: ``hpc <command>: error: <message>`` on stderr
+    (once, by rank 0), exit status 2, no traceback. On several ranks only an error every rank
+    raised alike is reported so; any other is re-raised, and the excepthook ends the job."""
+    from hpc.excepthook import _mpi_world
+
+    comm = _mpi_world()
+    if comm is not None and comm.Get_size() > 1 and not getattr(exc, "all_ranks", False):
+        raise exc
+    if comm is None or comm.Get_rank() == 0:
+        words = ["hpc", args.command]
+        sub = getattr(args, f"{args.command}_command", None) or getattr(args, "name", None)
+        if isinstance(sub, str):
+            words.append(sub)
+        print(f"{' '.join(words)}: error: {exc}", file=sys.stderr, flush=True)
+    return 2
 
 
 if __name__ == "__main__":

@@ -10,10 +10,24 @@ could be waiting in a collective that never completes.
 
 from __future__ import annotations
 
-__all__ = ["HPCError"]
+from typing import TypeVar
+
+__all__ = ["HPCError", "UsageError", "on_all_ranks"]
+
+E = TypeVar("E", bound=BaseException)
 
 
 class HPCError(Exception):
     """Root of the library's exceptions."""
 
     all_ranks: bool = False
+
+
+class UsageError(HPCError, ValueError):
+    """A command line that cannot be run as given (the message says which option and why)."""
+
+
+def on_all_ranks(exc: E) -> E:
+    """``exc``, marked as raised by every rank alike (input every rank reads the same way)."""
+    exc.all_ranks = True  # type: ignore[attr-defined]
+    return exc

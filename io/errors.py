@@ -90,10 +90,10 @@ def from_os_error(
     exc: OSError, operation: str, path: Any, dataset: str | None = None
 ) -> StorageError:
     """The storage error for ``exc`` raised by ``operation`` on ``path`` (subclass by errno)."""
-    code = exc.errno
-    if code is None:  # h5py puts the system's errno in its message: "errno = 30, ..."
-        found = re.search(r"errno = (\d+)", str(exc))
-        code = int(found.group(1)) if found else 0
+    # h5py: "Unable to ... (... errno = 30, error message = 'Read-only file system', ...)"
+    found = re.search(r"errno = (\d+)", str(exc))
+    said = re.search(r"error message = '([^']*)'", str(exc))
+    code = exc.errno if exc.errno is not None else int(found.group(1)) if found else 0
+    reason = said.group(1) if said else exc.strerror or str(exc)
     cls = _BY_ERRNO.get(code, StorageError)
-    reason = exc.strerror or str(exc)
     return cls(f"{operation} failed: {reason}", path=str(path), dataset=dataset)

@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
+from hpc.errors import UsageError, on_all_ranks
 
 __all__ = ["add_parser"]
 
@@ -73,24 +74,22 @@ def _load(path: str) -> tuple[list[str], list[str], list[str | None]]:
 
 
 def _prepare(args: argparse.Namespace, qpath: str, tpath: str) -> Any:
+    """Scoring and both inputs, read and checked on every rank alike."""
     from .scoring import Scoring
-    from .seqio import SequenceFormatError
 
     comm = hpc.world()
     try:
         scoring = Scoring(args.matrix, args.gap_open, args.gap_extend, args.gap_convention)
         if args.sam and args.mode != "semi-global":
-            raise ValueError("--sam needs --mode semi-global (reads aligned end to end)")
+            raise UsageError("--sam needs --mode semi-global (reads aligned end to end)")
         q = _load(qpath)
         t = _load(tpath)
         from .batch import encode_all
 
         encode_all(q[1], scoring, f"{qpath}: query", q[0])  # letters checked up front
         encode_all(t[1], scoring, f"{tpath}: target", t[0])
-    except (SequenceFormatError, ValueError, OSError) as exc:
-        if comm.rank == 0:
-            print(f"hpc align: {exc}", file=sys.stderr)
-        return None
+    except (ValueError, OSError) as exc:  # bad input: every rank reads the same files
+        raise on_all_ranks(exc) from None
     return comm, scoring, q, t
 
 
@@ -135,10 +134,7 @@ def _finish(args: argparse.Namespace, comm: Any, rows: dict[str, Any], q, t) -> 
 def _search(args: argparse.Namespace) -> int:
     from .search import search
 
-    ready = _prepare(args, args.queries, args.database)
-    if ready is None:
-        return 2
-    comm, scoring, q, t = ready
+    comm, scoring, q, t = _prepare(args, args.queries, args.database)
     rows = search(
         q[1], t[1], scoring, args.mode, top=args.top, query_names=q[0], target_names=t[0],
         executor=args.executor, comm=comm, scheduler=args.scheduler, backend=args.backend,
@@ -150,17 +146,11 @@ def _search(args: argparse.Namespace) -> int:
 def _pairs(args: argparse.Namespace) -> int:
     from .search import align_pair_list
 
-    ready = _prepare(args, args.queries, args.targets)
-    if ready is None:
-        return 2
-    comm, scoring, q, t = ready
+    comm, scoring, q, t = _prepare(args, args.queries, args.targets)
     if len(q[1]) != len(t[1]):
-        if comm.rank == 0:
-            print(
-                f"hpc align: {args.queries} has {len(q[1])} records but {args.targets} "
-                f"{len(t[1])}; pairs need equal counts",
-                file=sys.stderr,
-            )
-        return 2
+        raise on_all_ranks(UsageError(
+            f"{args.queries} has {len(q[1])} records but {args.targets} {len(t[1])}; pairs "
+            "need equal counts"
+        ))
     rows = align_pair_list(q[1], t[1], scoring, args.mode, q[0], t[0], comm=comm, band=args.band)
     return _finish(args, comm, rows, q, t)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
+from hpc.errors import UsageError, on_all_ranks
 
 __all__ = ["add_parser"]
 
@@ -108,7 +109,7 @@ def _make_case(args: argparse.Namespace) -> Any:
     if args.case == "taylor-green":
         return TaylorGreen(args.n, re=args.re, u0=args.u0, dim=args.dim, **kw)
     if args.dim != 2:
-        raise SystemExit("hpc cfd channel: the channel is 2-D (--dim 2)")
+        raise on_all_ranks(UsageError("the channel is 2-D (--dim 2)"))
     return Channel(args.nx, args.ny, re=args.re, u_max=args.u_max, inflow=args.inflow, **kw)
 
 
@@ -224,7 +225,7 @@ def _plot(args: argparse.Namespace) -> int:
         u_ref = float(f.attrs.get("u_ref", 1.0))
         re = float(f.attrs.get("re", 0.0))
     if ux.ndim != 2:
-        raise SystemExit(f"{args.file}: plot draws 2-D fields; this one is {ux.ndim}-D")
+        raise UsageError(f"{args.file}: plot draws 2-D fields; this one is {ux.ndim}-D")
     n = ux.shape[0]
     pos = (np.arange(n) + 0.5) / n
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 5))

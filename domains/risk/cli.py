@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
+from hpc.errors import UsageError, on_all_ranks
 
 __all__ = ["add_parser"]
 
@@ -60,10 +60,8 @@ def _price(args: argparse.Namespace) -> int:
     comm = hpc.world()
     try:
         book = load_portfolio(args.portfolio)
-    except PortfolioError as exc:
-        if comm.rank == 0:
-            print(f"hpc risk: {exc}", file=sys.stderr)
-        return 2
+    except PortfolioError as exc:  # every rank reads the same file
+        raise on_all_ranks(exc) from None
     rows: list[dict[str, Any]] = []
     for i, (name, option) in enumerate(zip(book.names, book.instruments, strict=True)):
         if isinstance(option, American):
@@ -144,10 +142,8 @@ def _var(args: argparse.Namespace) -> int:
     comm = hpc.world()
     try:
         market, positions = load_book(args.book)
-    except PortfolioError as exc:
-        if comm.rank == 0:
-            print(f"hpc risk: {exc}", file=sys.stderr)
-        return 2
+    except PortfolioError as exc:  # every rank reads the same file
+        raise on_all_ranks(exc) from None
     horizon = args.horizon_days / 250.0
     levels = dict(var_level=args.var_level, es_level=args.es_level)
     if args.method == "mc":
@@ -163,11 +159,7 @@ def _var(args: argparse.Namespace) -> int:
         )
     else:
         if not args.returns or ":" not in args.returns:
-            if comm.rank == 0:
-                print(
-                    "hpc risk: --method historical needs --returns FILE.h5:TABLE", file=sys.stderr
-                )
-            return 2
+            raise on_all_ranks(UsageError("--method historical needs --returns FILE.h5:TABLE"))
         from hpc.io import read_table
 
         file, table = args.returns.rsplit(":", 1)

@@ -12,11 +12,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
+from hpc.errors import on_all_ranks
 
 __all__ = ["add_parser"]
 
@@ -52,12 +52,6 @@ def _print(table: Any, max_rows: int) -> None:
 
     with pd.option_context("display.max_rows", max_rows, "display.width", 160):
         print(table.to_pandas().head(max_rows).to_string(index=False))
-
-
-def _fail(exc: Exception) -> int:
-    if hpc.world().Get_rank() == 0:
-        print(f"hpc sql: {exc}", file=sys.stderr)
-    return 2
 
 
 def _tpch_gen(args: argparse.Namespace) -> int:
@@ -101,7 +95,7 @@ def _tpch(args: argparse.Namespace) -> int:
                       f"{comm.Get_size()} rank(s)")
                 _print(result, 100)
     except (SQLError, OSError, BackendUnavailableError) as exc:
-        return _fail(exc)
+        raise on_all_ranks(exc) from None  # the query fails alike on every rank
     return 0
 
 
@@ -118,7 +112,7 @@ def _query(args: argparse.Namespace) -> int:
     try:
         result = query(args.sql, Catalog.open(args.data), comm, QueryOptions(backend=args.backend))
     except (SQLError, OSError, BackendUnavailableError) as exc:
-        return _fail(exc)
+        raise on_all_ranks(exc) from None  # the query fails alike on every rank
     if comm.Get_rank() == 0:
         if "plan" in result.columns and len(result.columns) == 1:
             print("\n".join(result.to_pandas()["plan"]))
@@ -134,7 +128,7 @@ def _convert(args: argparse.Namespace) -> int:
     try:
         out = convert(args.source, args.out, hpc.world())
     except (SQLError, OSError) as exc:
-        return _fail(exc)
+        raise on_all_ranks(exc) from None  # the query fails alike on every rank
     if hpc.world().Get_rank() == 0:
         print(f"wrote {out}")
     return 0

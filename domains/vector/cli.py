@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
+from hpc.errors import UsageError, on_all_ranks
 
 __all__ = ["add_parser"]
 
@@ -83,7 +84,7 @@ def _load_data(args: argparse.Namespace, comm: Any, shard: bool) -> Any:
     from .datasets import Dataset, ann_train_size, mixture_rows, read_ann_hdf5
 
     if (args.data is None) == (args.synthetic is None):
-        raise SystemExit("hpc vector: give exactly one of --data FILE.h5 or --synthetic N")
+        raise on_all_ranks(UsageError("give exactly one of --data FILE.h5 or --synthetic N"))
     size, rank = (comm.Get_size(), comm.Get_rank()) if shard else (1, 0)
     if args.data:
         n = ann_train_size(args.data)
@@ -193,8 +194,8 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         sweep = [int(v) for v in str(args.nprobe).split(",") if v.strip()]
     except ValueError:
-        raise SystemExit(
-            f"hpc vector eval: --nprobe {args.nprobe!r} is not a list of ints"
+        raise on_all_ranks(
+            UsageError(f"--nprobe {args.nprobe!r} is not a list of ints")
         ) from None
     if ds.neighbors is None:  # exact ground truth, sharded like the index
         truth = ShardedIndex(FlatIndex(dim, ds.metric, backend=args.backend), comm)
