@@ -67,7 +67,7 @@ def decimal_gather(chunks, starts, stride, index, order, bounds, divisor,  # typ
     did not fit in 64 bits."""
     wide = 0
     for c in prange(bounds.shape[0] - 1):
-        words = chunks[c]
+        words = chunks[np.int64(c)]  # the parfor index is unsigned; the list takes int64
         base = starts[c]
         for k in range(bounds[c], bounds[c + 1]):
             i = order[k] if order.shape[0] else k
