@@ -203,6 +203,9 @@ def _report(args: argparse.Namespace, exc: BaseException) -> int:
         if isinstance(sub, str):
             words.append(sub)
         print(f"{' '.join(words)}: error: {exc}", file=sys.stderr, flush=True)
+    if comm is not None and comm.Get_size() > 1:
+        # no rank exits (and has the launcher end the job) before rank 0's line is out
+        comm.Barrier()
     return 2
 
 
