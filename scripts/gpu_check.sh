@@ -31,7 +31,7 @@ timeout 300 $PY -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tail -15 | 
 
 step "halo exchange of CuPy arrays on 2 ranks (staged, then CUDA-aware if supported)"
 for aware in 0 1; do
-  HPC_CUDA_AWARE_MPI=$aware timeout 180 $PY -m hpc.launcher -n 2 tests/mpi/check_halo_gpu.py \
+  HPC_CUDA_AWARE_MPI=$aware timeout 180 $PY -m hpc.launcher -n 2 tests/core/check_halo_gpu.py \
     2>&1 | tail -5 | tee -a "$LOG"
 done
 
@@ -80,7 +80,7 @@ timeout 120 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_sql.py 2>&1 |
 TPCH=/tmp/tpch-sf1
 [ -f $TPCH/lineitem.parquet ] || timeout 90 $PY -m hpc sql tpch-gen --sf 1 --out $TPCH \
   2>&1 | tail -1 | tee -a "$LOG"
-timeout 150 $PY tests/mpi/check_sql_gpu_engine.py gpu $TPCH 1 3 5 6 10 12 14 19 2>&1 | tail -12 \
+timeout 150 $PY tests/domains/sql/check_sql_gpu_engine.py gpu $TPCH 1 3 5 6 10 12 14 19 2>&1 | tail -12 \
   | tee -a "$LOG"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 timeout 120 $PY -m hpc bench join --json --backend gpu 2>&1 | tail -1 | tee -a "$LOG"

@@ -12,7 +12,15 @@ import pytest
 from hpc.launcher import mpirun_command
 
 ROOT = Path(__file__).resolve().parents[1]
-MPI_DIR = Path(__file__).resolve().parent / "mpi"
+TESTS = Path(__file__).resolve().parent
+
+
+def mpi_script(name: str) -> Path:
+    """The job script ``name`` (it lives beside the tests that launch it)."""
+    found = sorted(TESTS.rglob(name))
+    if len(found) != 1:
+        raise FileNotFoundError(f"{name}: {len(found)} scripts of that name under {TESTS}")
+    return found[0]
 
 
 def run_mpi(
@@ -44,13 +52,14 @@ def run_mpi(
 
 
 def run_cudasim(script: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    """Run a check script of tests/mpi under the CUDA simulator; fail the test if it fails.
+    """Run a check script (found by name under tests/) under the CUDA simulator; fail the test
+    if it fails.
 
     The simulator must be switched on before numba.cuda is first imported, hence a process.
     """
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
     proc = subprocess.run(
-        [sys.executable, str(MPI_DIR / script), *args],
+        [sys.executable, str(mpi_script(script)), *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 
 from hpc.jit import module_source, specialise
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT
 
 
 def _python(code: str, cache: Path, timeout: float = 240, **env: str) -> str:

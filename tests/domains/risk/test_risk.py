@@ -19,7 +19,7 @@ from hpc.domains.risk import (
 )
 from scipy import stats
 
-from tests.conftest import MPI_DIR, run_mpi
+from tests.conftest import ROOT, mpi_script, run_mpi
 
 
 def _fresh_market(rng):
@@ -120,7 +120,7 @@ def test_same_seed_same_price_for_any_batch_size_and_on_dask():
 @pytest.mark.mpi
 @pytest.mark.parametrize("nranks", [2, 4])
 def test_prices_are_bitwise_identical_on_any_rank_count(nranks):
-    proc = run_mpi(nranks, [str(MPI_DIR / "check_risk_repro.py")], timeout=300)
+    proc = run_mpi(nranks, [str(mpi_script("check_risk_repro.py"))], timeout=300)
     assert "bitwise equal" in proc.stdout
 
 
@@ -305,7 +305,7 @@ def test_hpc_risk_price_on_two_ranks_writes_the_table(tmp_path):
     from hpc.io import read_table
 
     out = tmp_path / "risk.h5"
-    example = MPI_DIR.parent.parent / "examples" / "portfolio.json"
+    example = ROOT / "examples" / "portfolio.json"
     proc = run_mpi(
         2,
         [

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 import hpc
-from tests.conftest import MPI_DIR, run_mpi
+from tests.conftest import mpi_script, run_mpi
 
 
 @pytest.mark.mpi
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("nranks", [1, 2, 3, 4])
 def test_every_ghost_cell_equals_its_global_neighbour(nranks):
-    proc = run_mpi(nranks, [str(MPI_DIR / "check_halo.py")], timeout=240)
+    proc = run_mpi(nranks, [str(mpi_script("check_halo.py"))], timeout=240)
     assert f"cases passed on {nranks} ranks" in proc.stdout
 
 
@@ -56,7 +56,7 @@ def test_bad_method_names():
 @pytest.mark.gpu
 @pytest.mark.parametrize("method", ["p2p", "rma"])
 def test_device_arrays_exchange_with_periodic_wrap(method):
-    from tests.mpi.check_halo import SENTINEL, expected_local
+    from tests.core.check_halo import SENTINEL, expected_local
 
     d = hpc.CartDecomposition((12, 9, 7), periodic=True, halo=1, backend="gpu")
     g = np.random.default_rng(5).standard_normal(d.global_shape)

@@ -14,7 +14,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 from hpc.domains.sql import Catalog, Table, hash_join, read_parquet  # noqa: E402
 
-from tests.conftest import MPI_DIR, run_mpi  # noqa: E402
+from tests.conftest import mpi_script, run_mpi  # noqa: E402
 
 
 def _keys(draw, n, universe, skew):
@@ -166,7 +166,7 @@ def test_parquet_parts_cover_the_file_once_with_shared_dictionaries(tmp_path, nr
     src = pa.table({"k": np.arange(n), "s": words[rng.integers(0, 5, n)].tolist()})
     for groups in (1, 7):
         pq.write_table(src, tmp_path / f"t{groups}.parquet", row_group_size=-(-n // groups))
-    proc = run_mpi(nranks, [str(MPI_DIR / "check_sql_parquet.py"), str(tmp_path)], timeout=240)
+    proc = run_mpi(nranks, [str(mpi_script("check_sql_parquet.py")), str(tmp_path)], timeout=240)
     assert f"on {nranks} ranks" in proc.stdout
     # one process reads it whole
     t = read_parquet(str(tmp_path / "t7.parquet"))

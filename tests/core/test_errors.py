@@ -4,6 +4,7 @@ status 2, no traceback, printed once on any number of ranks."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -64,7 +65,9 @@ def _hpc(*argv: str, nranks: int = 0, timeout: float = 120) -> subprocess.Comple
     cmd = [sys.executable, "-m", "hpc", *argv]
     if nranks:
         cmd = mpirun_command(nranks, ["-m", "hpc", *argv])
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    # Python's copy of the environment: an MPI singleton of this process edits the C one
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env=dict(os.environ))
 
 
 @pytest.mark.parametrize(

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from hpc.shuffle import hash_partition
-from tests.conftest import MPI_DIR, run_mpi
+from tests.conftest import mpi_script, run_mpi
 
 
 @pytest.mark.mpi
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("nranks", [1, 2, 3, 4])
 def test_shuffle_delivers_every_row_once_in_order(nranks):
-    proc = run_mpi(nranks, [str(MPI_DIR / "check_shuffle.py")], timeout=240)
+    proc = run_mpi(nranks, [str(mpi_script("check_shuffle.py"))], timeout=240)
     assert f"on {nranks} ranks" in proc.stdout
 
 

@@ -136,7 +136,7 @@ def test_hpc_risk_var_equals_the_api_and_reads_an_hdf5_returns_table(tmp_path):
     from hpc.domains.risk.portfolio import load_book
     from hpc.io import write_table
 
-    root = __import__("pathlib").Path(__file__).resolve().parents[1]
+    root = __import__("pathlib").Path(__file__).resolve().parents[3]
     book = root / "examples" / "book.json"
     market, positions = load_book(book)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hpc.domains.sql.dates import civil_from_days, days_from_civil, shift_months
 
-from tests.conftest import MPI_DIR, run_cudasim, run_mpi
+from tests.conftest import mpi_script, run_cudasim, run_mpi
 
 
 def _numpy_shift(days: np.ndarray, months: int) -> np.ndarray:
@@ -63,7 +63,7 @@ def test_gpu_engine_on_three_ranks_under_the_cuda_simulator(tmp_path):
     from hpc.domains.sql.tpch import generate
 
     data = generate(0.001, tmp_path / "tpch")
-    proc = run_mpi(3, [str(MPI_DIR / "check_sql_gpu_engine.py"), "sim", str(data), "3", "12"],
+    proc = run_mpi(3, [str(mpi_script("check_sql_gpu_engine.py")), "sim", str(data), "3", "12"],
                    timeout=380, env={"NUMBA_ENABLE_CUDASIM": "1"})
     assert "equals DuckDB on 3 rank(s)" in proc.stdout
 
@@ -112,7 +112,7 @@ def test_gpu_engine_equals_duckdb_on_every_supported_query(tmp_path):
     from hpc.domains.sql.tpch import SUPPORTED, generate
 
     data = generate(0.01, tmp_path / "tpch")
-    proc = subprocess.run([sys.executable, str(MPI_DIR / "check_sql_gpu_engine.py"), "gpu",
+    proc = subprocess.run([sys.executable, str(mpi_script("check_sql_gpu_engine.py")), "gpu",
                            str(data), *map(str, SUPPORTED)], capture_output=True, text=True,
                           timeout=580)
     assert proc.returncode == 0, proc.stdout + proc.stderr

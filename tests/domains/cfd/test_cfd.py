@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hpc.domains.cfd import Channel, LatticeUnits, LidDrivenCavity, TaylorGreen
 
-from tests.conftest import MPI_DIR, ROOT, run_cudasim, run_mpi
+from tests.conftest import ROOT, mpi_script, run_cudasim, run_mpi
 
 # Ghia, Ghia & Shin (1982), Table I (u on the vertical centre line) and II (v, horizontal).
 GHIA_Y = [
@@ -202,7 +202,7 @@ def test_three_d_cavity_and_taylor_green_run_in_float32():
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("nranks", [2, 4])
 def test_fields_are_bitwise_identical_on_any_decomposition(nranks):
-    proc = run_mpi(nranks, [str(MPI_DIR / "check_cfd_invariance.py")], timeout=500)
+    proc = run_mpi(nranks, [str(mpi_script("check_cfd_invariance.py"))], timeout=500)
     assert "bitwise identical" in proc.stdout
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import hpc
 from hpc.backend import to_host
 from hpc.comm import world
-from tests.mpi.check_halo import SENTINEL, expected_local
+from tests.core.check_halo import SENTINEL, expected_local
 
 
 def main() -> int:

@@ -19,7 +19,7 @@ from hpc.domains.sql import Catalog, SQLError, Table, UnsupportedSQL, explain, q
 from hpc.domains.sql.compare import same_rows  # noqa: E402
 from hpc.domains.sql.tpch import QUERIES, SUPPORTED, generate  # noqa: E402
 
-from tests.conftest import MPI_DIR, run_mpi  # noqa: E402
+from tests.conftest import mpi_script, run_mpi  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_tpch_query_equals_duckdb(tpch, q):
 def test_tpch_on_ranks_equals_duckdb(tpch, nranks, broadcast_rows):
     """Broadcast joins on 2 ranks, shuffle joins everywhere on 3."""
     data, _ = tpch
-    proc = run_mpi(nranks, [str(MPI_DIR / "check_sql_tpch.py"), str(data), str(broadcast_rows)],
+    proc = run_mpi(nranks, [str(mpi_script("check_sql_tpch.py")), str(data), str(broadcast_rows)],
                    timeout=280)
     assert "ok: TPC-H" in proc.stdout
 
@@ -118,7 +118,7 @@ def test_deferred_filters_on_ranks_equal_duckdb(tmp_path):
 
     table = pa.Table.from_pandas(_deferred_frame(), preserve_index=False)
     pq.write_table(table, tmp_path / "t.parquet", row_group_size=3000)
-    proc = run_mpi(3, [str(MPI_DIR / "check_sql_queries.py"), str(tmp_path), "0",
+    proc = run_mpi(3, [str(mpi_script("check_sql_queries.py")), str(tmp_path), "0",
                        *DEFERRED_FILTERS], timeout=240)
     assert f"ok: {len(DEFERRED_FILTERS)} queries on 3 ranks" in proc.stdout
 
@@ -442,7 +442,7 @@ def test_carried_strings_on_ranks_equal_duckdb(tmp_path, stored):
     """Carried strings settled over 3 ranks (each with its own raw entries) before a shuffle
     join, the partial aggregates' exchange and the gather."""
     _carried_tables(tmp_path, stored)
-    proc = run_mpi(3, [str(MPI_DIR / "check_sql_queries.py"), str(tmp_path), "0",
+    proc = run_mpi(3, [str(mpi_script("check_sql_queries.py")), str(tmp_path), "0",
                        *CARRIED_STRINGS], timeout=240)
     assert f"ok: {len(CARRIED_STRINGS)} queries on 3 ranks" in proc.stdout
 

@@ -16,10 +16,10 @@ from mpi4py import MPI
 
 import hpc
 from hpc.launcher import mpirun_command
-from tests.conftest import MPI_DIR, ROOT, run_mpi
-from tests.mpi.checkpoint_loop import field
+from tests.conftest import ROOT, mpi_script, run_mpi
+from tests.io.checkpoint_loop import field
 
-CHECK = str(MPI_DIR / "check_io.py")
+CHECK = str(mpi_script("check_io.py"))
 
 
 @pytest.mark.mpi
@@ -88,7 +88,7 @@ def test_sigkill_at_random_moments_never_leaves_a_bad_checkpoint(tmp_path):
     with_data = 0
     last = None
     for trial in range(12):
-        cmd = mpirun_command(2, [str(MPI_DIR / "checkpoint_loop.py"), str(tmp_path)])
+        cmd = mpirun_command(2, [str(mpi_script("checkpoint_loop.py")), str(tmp_path)])
         child = subprocess.Popen(
             cmd,
             cwd=ROOT,

@@ -21,9 +21,9 @@ import pytest
 from hpc.io import Checkpoint
 
 from hpc.launcher import mpirun_command
-from tests.conftest import MPI_DIR, ROOT
+from tests.conftest import ROOT, mpi_script
 
-SCRIPT = str(MPI_DIR / "check_faults.py")
+SCRIPT = str(mpi_script("check_faults.py"))
 DEADLINE = 90.0  # seconds for a whole job: start-up, the fault, the outcome
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from hpc.run import exact_sum, map_blocks
-from tests.conftest import MPI_DIR, run_mpi
+from tests.conftest import mpi_script, run_mpi
 
 
 def _rows(first, count):
@@ -52,5 +52,5 @@ def test_dask_returns_the_same_rows():
 @pytest.mark.mpi
 @pytest.mark.parametrize("nranks", [3])
 def test_mpi_rows_and_a_failing_rank(nranks):
-    proc = run_mpi(nranks, [str(MPI_DIR / "check_run.py")], timeout=120)
+    proc = run_mpi(nranks, [str(mpi_script("check_run.py"))], timeout=120)
     assert "map_blocks" in proc.stdout
