@@ -26,7 +26,7 @@ from hpc.domains.vector.datasets import (
 )
 from hpc.io import LayoutMismatchError
 
-from tests.conftest import ROOT, run_cudasim, run_mpi
+from tests.conftest import mpi_script, run_cudasim, run_mpi
 
 
 def _brute(x: np.ndarray, q: np.ndarray, metric: str) -> np.ndarray:
@@ -182,7 +182,7 @@ def test_ivfpq_estimates_and_reranking():
 @pytest.mark.parametrize("nranks", [1, 2, 3])
 def test_sharded_equals_single_process(nranks):
     seed = str(np.random.default_rng().integers(2**31))
-    proc = run_mpi(nranks, [str(ROOT / "tests" / "mpi" / "check_vector_sharded.py"), seed])
+    proc = run_mpi(nranks, [str(mpi_script("check_vector_sharded.py")), seed])
     assert f"on {nranks} rank(s): PASS" in proc.stdout
 
 
