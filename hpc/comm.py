@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import sys
 import threading
-import traceback
 from collections.abc import Iterator
 
 from mpi4py import MPI
 
 from .config import settings
-from .excepthook import install_excepthook
+from .excepthook import abort_job, install_excepthook
 
 __all__ = [
     "MPI",
@@ -28,6 +26,7 @@ __all__ = [
     "install_excepthook",
     "mpi_library",
     "abort_job",
+    "abort_unless_agreed",
     "collective_section",
 ]
 
@@ -115,20 +114,12 @@ def cuda_aware_mpi() -> bool:
     return _query_cuda_support()
 
 
-def abort_job(comm: MPI.Comm, what: str, exc: BaseException) -> None:
-    """Print this rank's failure once (message and traceback, each line tagged with the rank),
-    then end every rank of the job with ``MPI_Abort``: the others may be waiting in a collective
-    that this rank will never enter."""
-    rank, size = comm.Get_rank(), comm.Get_size()
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    sys.stderr.write(
-        f"[hpc] rank {rank}/{size} failed during {what}: {type(exc).__name__}: {exc}; "
-        "aborting the job\n"
-    )
-    sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
-    sys.stderr.flush()
-    sys.stdout.flush()
-    MPI.COMM_WORLD.Abort(1)
+def abort_unless_agreed(comm: MPI.Comm, what: str, exc: BaseException | None) -> None:
+    """End the job (:func:`abort_job`) when ``exc`` was raised on some ranks of a world of more
+    than one: an error every rank agreed on (``all_ranks``, see :class:`hpc.HPCError`) and a
+    single rank's error are left to propagate."""
+    if exc is not None and comm.Get_size() > 1 and not getattr(exc, "all_ranks", False):
+        abort_job(comm, what, exc)
 
 
 @contextlib.contextmanager
@@ -142,7 +133,5 @@ def collective_section(comm: MPI.Comm, what: str) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
-        if comm.Get_size() == 1 or getattr(exc, "all_ranks", False):
-            raise
-        abort_job(comm, what, exc)
-        raise  # not reached: MPI_Abort ends the process
+        abort_unless_agreed(comm, what, exc)
+        raise

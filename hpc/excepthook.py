@@ -16,7 +16,7 @@ from typing import Any
 
 from .config import settings
 
-__all__ = ["install_excepthook"]
+__all__ = ["install_excepthook", "abort_job"]
 
 _previous: Any = None
 _forced = False
@@ -38,13 +38,21 @@ def _abort_hook(
     if comm is None or (comm.Get_size() == 1 and not _forced):
         (_previous or sys.__excepthook__)(exc_type, exc, tb)
         return
+    abort_job(comm, "an uncaught exception", exc)
+
+
+def abort_job(comm: Any, what: str, exc: BaseException) -> None:
+    """Print this rank's failure once (its traceback, each line tagged with the rank),
+    then end every rank of the job with ``MPI_Abort``: the others may be waiting in a collective
+    that this rank will never enter."""
     rank, size = comm.Get_rank(), comm.Get_size()
-    text = "".join(traceback.format_exception(exc_type, exc, tb))
-    sys.stderr.write(f"[hpc] rank {rank}/{size} raised an uncaught exception; aborting the job\n")
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    # the message itself is the traceback's last line: printed once
+    sys.stderr.write(f"[hpc] rank {rank}/{size} failed during {what}; aborting the job\n")
     sys.stderr.write("".join(f"[rank {rank}] {line}\n" for line in text.rstrip().splitlines()))
     sys.stderr.flush()
     sys.stdout.flush()
-    comm.Abort(1)
+    sys.modules["mpi4py.MPI"].COMM_WORLD.Abort(1)
 
 
 def install_excepthook(force: bool = False) -> bool:

@@ -21,7 +21,7 @@ from hpc.decomposition import CartDecomposition
 
 from . import faults
 from .errors import CorruptDataError, LayoutMismatchError, MissingDataError, StorageError
-from .files import as_target, collective_xfer
+from .files import as_target, collective_xfer, first_error
 
 __all__ = ["write_array", "read_array", "chunk_shape", "write_block", "read_block"]
 
@@ -109,11 +109,7 @@ def read_block(
     return out
 
 
-def _agree(comm: Any, error: str | None) -> str | None:
-    """The first error any rank saw (all ranks learn it, so all raise together)."""
-    if comm.Get_size() == 1:
-        return error
-    return next((e for e in comm.allgather(error) if e), None)
+_agree = first_error  # the first message any rank saw
 
 
 def _check_local(local: Any, decomp: CartDecomposition) -> str | None:

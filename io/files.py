@@ -14,7 +14,7 @@ from typing import Any
 
 import h5py
 
-from hpc.comm import abort_job, resolve_comm
+from hpc.comm import abort_unless_agreed, resolve_comm
 from hpc.config import settings
 
 from . import faults
@@ -171,7 +171,8 @@ class Target:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         """Close the file. An exception that not every rank raised (inside a collective
         transfer) ends the job (:func:`hpc.comm.abort_job`): the others would wait forever."""
-        self._abort_unless_agreed(exc)  # before closing: closing is collective too
+        what = f"collective I/O on {self.path!r}"
+        abort_unless_agreed(self.comm, what, exc)  # before closing: closing is collective too
         if self.owned and self.group is not None:
             group, self.group = self.group, None
             try:
@@ -179,20 +180,22 @@ class Target:
             except OSError as close_exc:
                 if exc is None:
                     failure = from_os_error(close_exc, "closing", self.path)
-                    self._abort_unless_agreed(failure)
+                    abort_unless_agreed(self.comm, what, failure)
                     raise failure from close_exc
         return False
 
-    def _abort_unless_agreed(self, failure: BaseException | None) -> None:
-        if failure is not None and self.comm.Get_size() > 1:
-            if not getattr(failure, "all_ranks", False):
-                abort_job(self.comm, f"collective I/O on {self.path!r}", failure)
+
+def first_error(comm: Any, error: Any) -> Any:
+    """Collective. The first error (a message or an exception) any rank saw: all ranks learn it,
+    so all raise together."""
+    if comm.Get_size() == 1:
+        return error
+    return next((e for e in comm.allgather(error) if e), None)
 
 
 def agree(comm: Any, error: StorageError | None) -> StorageError | None:
-    """Collective. The first error any rank saw, raised by all (marked ``all_ranks``)."""
-    if comm.Get_size() > 1:
-        error = next((e for e in comm.allgather(error) if e is not None), None)
+    """Collective. :func:`first_error` of exceptions, marked as raised by all (``all_ranks``)."""
+    error = first_error(comm, error)
     if error is not None:
         error.all_ranks = True
     return error
