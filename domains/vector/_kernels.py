@@ -619,6 +619,19 @@ float32: Any = None
 int64: Any = None
 
 
+def _clear_heap(hd: Any, hp: Any, k: int) -> None:
+    """An empty heap: scores ``+inf``, positions ``-1``."""
+    for t in range(k):
+        hd[t] = math.inf
+        hp[t] = -1
+
+
+def _store_heap(out_d: Any, out_p: Any, i: int, s: int, hd: Any, hp: Any, k: int) -> None:
+    """Heap ``(hd, hp)`` into candidate slot ``[i, s]``."""
+    for t in range(k):
+        out_d[i, s, t] = hd[t]
+        out_p[i, s, t] = hp[t]
+
 
 def _gpu_select(st, xnorm, base, ids, mask, use_mask, l2, seg, cand_d, cand_p):  # type: ignore
     """Thread (query i, segment s) keeps the top k of rows ``s*seg ..`` of ``st`` (nb x nq,
@@ -631,9 +644,7 @@ def _gpu_select(st, xnorm, base, ids, mask, use_mask, l2, seg, cand_d, cand_p): 
         return
     hd = cuda.local.array(GPU_KMAX, float32)
     hp = cuda.local.array(GPU_KMAX, int64)
-    for t in range(k):
-        hd[t] = math.inf
-        hp[t] = -1
+    _clear_heap(hd, hp, k)
     top = hd[0]
     top_id = _id_of(ids, hp[0])
     stop = min(nb, (s + 1) * seg)
@@ -647,9 +658,7 @@ def _gpu_select(st, xnorm, base, ids, mask, use_mask, l2, seg, cand_d, cand_p): 
             _replace_top(hd, hp, k, sc, p, ids)
             top = hd[0]
             top_id = _id_of(ids, hp[0])
-    for t in range(k):
-        cand_d[i, s, t] = hd[t]
-        cand_p[i, s, t] = hp[t]
+    _store_heap(cand_d, cand_p, i, s, hd, hp, k)
 
 
 def _gpu_merge(hd_run, hp_run, cand_d, cand_p, ids):  # type: ignore
@@ -701,9 +710,7 @@ def _gpu_scan_lists(queries, probes, offsets, vectors, norms, ids, mask, use_mas
         return
     hd = cuda.local.array(GPU_KMAX, float32)
     hp = cuda.local.array(GPU_KMAX, int64)
-    for u in range(k):
-        hd[u] = math.inf
-        hp[u] = -1
+    _clear_heap(hd, hp, k)
     lst = probes[i, t]
     if lst >= 0:
         dim = queries.shape[1]
@@ -715,9 +722,7 @@ def _gpu_scan_lists(queries, probes, offsets, vectors, norms, ids, mask, use_mas
                 acc += queries[i, c] * float32(vectors[p, c])
             sc = norms[p] - float32(2.0) * acc if l2 else -acc
             _push(hd, hp, k, sc, p, ids)
-    for u in range(k):
-        cand_d[i, t, u] = hd[u]
-        cand_p[i, t, u] = hp[u]
+    _store_heap(cand_d, cand_p, i, t, hd, hp, k)
 
 
 _gpu: dict[str, Any] = {}
@@ -729,7 +734,8 @@ def gpu_kernels() -> dict[str, Any]:
     if not _gpu:
         from hpc.jit import specialise
 
-        helpers = [_id_of, _worse_at, _replace_top, _push, _sift, _heapify, _sort_heap]
+        helpers = [_id_of, _worse_at, _replace_top, _push, _sift, _heapify, _sort_heap,
+                   _clear_heap, _store_heap]
         kernels = [_gpu_select, _gpu_merge, _gpu_sort, _gpu_scan_lists]
         module = specialise("vector_heap", kernels, helpers, target="cuda")
         _gpu.update(
