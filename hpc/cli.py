@@ -192,9 +192,9 @@ def _report(args: argparse.Namespace, exc: BaseException) -> int:
     """Bad input or a failed environment check: ``hpc <command>: error: <message>`` on stderr
     (once, by rank 0), exit status 2, no traceback. On several ranks only an error every rank
     raised alike is reported so; any other is re-raised, and the excepthook ends the job."""
-    from hpc.excepthook import _mpi_world
+    from hpc.excepthook import started_world
 
-    comm = _mpi_world()
+    comm = started_world()
     if comm is not None and comm.Get_size() > 1 and not getattr(exc, "all_ranks", False):
         raise exc
     if comm is None or comm.Get_rank() == 0:

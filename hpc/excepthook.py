@@ -16,13 +16,13 @@ from typing import Any
 
 from .config import settings
 
-__all__ = ["install_excepthook", "abort_job"]
+__all__ = ["install_excepthook", "abort_job", "started_world"]
 
 _previous: Any = None
 _forced = False
 
 
-def _mpi_world() -> Any:
+def started_world() -> Any:
     """``MPI.COMM_WORLD`` when mpi4py has initialised MPI in this process (and not finalised)."""
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is None or not mpi.Is_initialized() or mpi.Is_finalized():
@@ -34,7 +34,7 @@ def _abort_hook(
     exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
 ) -> None:
     """Print this rank's traceback once, then abort every rank of the job."""
-    comm = _mpi_world()
+    comm = started_world()
     if comm is None or (comm.Get_size() == 1 and not _forced):
         (_previous or sys.__excepthook__)(exc_type, exc, tb)
         return
