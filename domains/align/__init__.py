@@ -20,6 +20,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "align": ".batch",
         "align_pairs": ".batch",
         "cigar_string": ".batch",
+        "custom_matrix": ".scoring",
         "dna_matrix": ".scoring",
         "get_matrix": ".scoring",
         "parse_cigar": ".batch",

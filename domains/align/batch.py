@@ -68,16 +68,17 @@ def encode_all(
     scoring: Scoring,
     what: str = "sequence",
     names: Sequence[str] | None = None,
-    allow_empty: bool = False,
 ) -> Encoded:
     """Local. Encode sequences (str, bytes or code arrays) with ``scoring``'s matrix.
+
+    Empty sequences are allowed: they score as the recurrences define (local 0; global minus
+    the gap over the other sequence; semi-global 0 for an empty query, minus the gap over the
+    query for an empty target), as a trimmed-away read in a FASTQ file needs.
 
     Raises
     ------
     AlphabetError
         Naming the sequence (``what`` and its index or name), the letter and position.
-    ValueError
-        For an empty sequence, unless ``allow_empty``.
     """
     if isinstance(seqs, Encoded):
         return seqs
@@ -91,8 +92,6 @@ def encode_all(
                 raise AlphabetError(f"{label}: code {int(c.max())} is not below {mat.size}")
         else:
             c = mat.encode(s, label)
-        if c.size == 0 and not allow_empty:
-            raise ValueError(f"{label} is empty; alignments need at least one letter")
         parts.append(c)
     lengths = np.array([p.size for p in parts], dtype=np.int64)
     offsets = np.zeros(len(parts) + 1, dtype=np.int64)
@@ -271,6 +270,14 @@ def _pair_inputs(queries, targets, scoring, mode, query_index, target_index):
     return scoring, m, qe, te, qi, ti
 
 
+def _dna_args(scoring: Scoring) -> np.ndarray:
+    """``(match, mismatch, ambiguous, n_code, padding)`` for the DNA kernels' comparisons
+    (``n_code = -1``: look scores up in the matrix), the padding score taken from the matrix."""
+    mat = scoring.matrix
+    pad = int(mat.scores[mat.size, 0])
+    return np.array((*(mat.dna or (0, 0, 0, -1)), pad), dtype=np.int64)
+
+
 def _pairs_cpu(qe, te, qi, ti, scoring: Scoring, mode: int) -> np.ndarray:
     n = qi.size
     out = np.empty(n, dtype=np.int64)
@@ -284,7 +291,7 @@ def _pairs_cpu(qe, te, qi, ti, scoring: Scoring, mode: int) -> np.ndarray:
     qpadded, qcodes, qrow, qlens, qmax = _pack(_gathered(pq, qi), order, pad)
     tpadded, tcodes, trow, tlens, tmax = _pack(_gathered(te, ti), order, pad)
     mat = scoring.matrix.scores
-    dna = np.array(scoring.matrix.dna or (0, 0, 0, -1), dtype=np.int64)
+    dna = _dna_args(scoring)
     three = scoring.gaps.extend > scoring.gaps.first
     args = _kernel_args(scoring, mode, three)
     nb = tmax.size
@@ -423,8 +430,8 @@ def rescore_cigar(
 ) -> int:
     """Local. The score of ``alignment``'s CIGAR over its ranges, recomputed from the letters."""
     scoring = Scoring.of(scoring)
-    q = encode_all([query], scoring, allow_empty=True).get(0)
-    t = encode_all([target], scoring, allow_empty=True).get(0)
+    q = encode_all([query], scoring).get(0)
+    t = encode_all([target], scoring).get(0)
     ops = parse_cigar(alignment.cigar)
     g = scoring.gaps
     return int(

@@ -10,6 +10,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -63,14 +64,37 @@ def add_parser(sub: Any) -> None:
 
 
 def _load(path: str) -> tuple[list[str], list[str], list[str | None]]:
+    from hpc.io.errors import from_os_error
+
     from .seqio import read_sequences
 
     names, seqs, quals = [], [], []
-    for rec in read_sequences(path):
-        names.append(rec.name)
-        seqs.append(rec.sequence)
-        quals.append(rec.quality)
+    try:
+        for rec in read_sequences(path):
+            names.append(rec.name)
+            seqs.append(rec.sequence)
+            quals.append(rec.quality)
+    except OSError as exc:  # missing, a directory, unreadable: the error names the file
+        raise from_os_error(exc, "reading sequences", path) from None
+    if not names:
+        raise UsageError(f"{path}: no sequences (the file has no FASTA/FASTQ records)")
     return names, seqs, quals
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Options that can be refused before any file is read."""
+    if getattr(args, "top", 1) < 1:
+        raise UsageError(f"--top {args.top}: expected at least 1 hit per query")
+    if args.band is not None and args.band < 0:
+        raise UsageError(f"--band {args.band}: expected a half-width of 0 or more")
+    if args.band is not None and args.mode == "semi-global":
+        raise UsageError("--band needs --mode global or local")
+    if args.sam and args.mode != "semi-global":
+        raise UsageError("--sam needs --mode semi-global (reads aligned end to end)")
+    for option, path in (("--out", args.out), ("--sam", args.sam)):
+        parent = os.path.dirname(os.path.abspath(path)) if path else ""
+        if path and not os.path.isdir(parent):
+            raise UsageError(f"{option} {path}: the directory {parent!r} does not exist")
 
 
 def _prepare(args: argparse.Namespace, qpath: str, tpath: str) -> Any:
@@ -79,9 +103,8 @@ def _prepare(args: argparse.Namespace, qpath: str, tpath: str) -> Any:
 
     comm = hpc.world()
     try:
+        _check_options(args)
         scoring = Scoring(args.matrix, args.gap_open, args.gap_extend, args.gap_convention)
-        if args.sam and args.mode != "semi-global":
-            raise UsageError("--sam needs --mode semi-global (reads aligned end to end)")
         q = _load(qpath)
         t = _load(tpath)
         from .batch import encode_all
@@ -148,9 +171,11 @@ def _pairs(args: argparse.Namespace) -> int:
 
     comm, scoring, q, t = _prepare(args, args.queries, args.targets)
     if len(q[1]) != len(t[1]):
-        raise on_all_ranks(UsageError(
-            f"{args.queries} has {len(q[1])} records but {args.targets} {len(t[1])}; pairs "
-            "need equal counts"
-        ))
+        raise on_all_ranks(
+            UsageError(
+                f"{args.queries} has {len(q[1])} records but {args.targets} {len(t[1])}; pairs "
+                "need equal counts"
+            )
+        )
     rows = align_pair_list(q[1], t[1], scoring, args.mode, q[0], t[0], comm=comm, band=args.band)
     return _finish(args, comm, rows, q, t)

@@ -102,6 +102,14 @@ def _gap(length, first, extend):
     return first + (length - 1) * extend
 
 
+@numba.njit(inline="always")
+def _dna_score(a, t, hit, miss, amb, ncode, pad):
+    """The DNA score of codes ``a`` and ``t``: the padding letter (above N) scores ``pad``
+    whatever the other scores are (a positive N must not make padding score), N ``amb``."""
+    s = amb if (a == ncode) | (t == ncode) else (hit if a == t else miss)
+    return pad if (a > ncode) | (t > ncode) else s
+
+
 @numba.njit(parallel=True, cache=True)
 def bucket_shared(
     qcodes, qoff, task_b, task_q, task_ptr, tcodes, row_off, tlens, tmax, matrix, first, extend,
@@ -207,8 +215,10 @@ def bucket_pairs(
 ):  # fmt: skip
     """Pair ``(query lane, target lane)`` of every bucket; ``out[b, lane]`` gets the score.
 
-    With ``dna = (match, mismatch, ambiguous, n_code)`` and ``dna[3] >= 0`` the substitution
-    score is computed by comparison (no table lookup); otherwise it is looked up in ``matrix``.
+    With ``dna = (match, mismatch, ambiguous, n_code, padding)`` and ``dna[3] >= 0`` the
+    substitution score is computed by comparison (no table lookup); otherwise it is looked up
+    in ``matrix``. Either way the padding letter (any code above ``n_code``, the matrix's last
+    row) scores ``padding``, below every real score.
     """
     nb = tlens.shape[0]
     lanes = LANES
@@ -222,6 +232,7 @@ def bucket_pairs(
     miss = _add(zero, dna[1])
     amb = _add(zero, dna[2])
     ncode = _add(zero, dna[3])
+    pad = _add(zero, dna[4])
     for b in prange(nb):
         n = tmax[b]
         m = qmax[b]
@@ -237,8 +248,9 @@ def bucket_pairs(
             w[0, 0, lane] = 0
             w[0, 1, lane] = neg
             w[0, 2, lane] = 0
-            if qlens[b, lane] == 0:  # an empty query (padding lane): global and semi-global
-                out[b, lane] = -_gap(tlens[b, lane], first, extend) if mode == GLOBAL else 0
+            if qlens[b, lane] == 0:  # an empty query (or a padding lane): no row reaches it
+                n_l = tlens[b, lane]
+                out[b, lane] = -_gap(n_l, first, extend) if mode == GLOBAL and n_l > 0 else 0
         for j in range(1, n + 1):
             v = -_gap(j, first, extend) if mode == GLOBAL else 0
             for lane in range(lanes):
@@ -259,7 +271,7 @@ def bucket_pairs(
                     for lane in range(lanes):
                         a = st[5, lane]
                         t = _add(zero, tcodes[tj, lane])
-                        sv = amb if (a >= ncode) | (t >= ncode) else (hit if a == t else miss)
+                        sv = _dna_score(a, t, hit, miss, amb, ncode, pad)
                         mm = _add(_max(st[0, lane], floor), sv)
                         ee = _max(_sub(st[1, lane], ext), _sub(st[2, lane], fst))
                         ff = _max(_sub(w[j, 1, lane], ext), _sub(w[j, 2, lane], fst))
@@ -277,7 +289,7 @@ def bucket_pairs(
                     for lane in range(lanes):
                         a = st[5, lane]
                         t = _add(zero, tcodes[tj, lane])
-                        sv = amb if (a >= ncode) | (t >= ncode) else (hit if a == t else miss)
+                        sv = _dna_score(a, t, hit, miss, amb, ncode, pad)
                         mm = _add(_max(st[0, lane], floor), sv)
                         ee = _max(_sub(st[1, lane], ext), _sub(w[j - 1, 0, lane], fst))
                         up = w[j, 0, lane]

@@ -38,6 +38,7 @@ __all__ = [
     "Gaps",
     "SubstitutionMatrix",
     "Scoring",
+    "custom_matrix",
     "dna_matrix",
     "get_matrix",
     "MATRICES",
@@ -222,6 +223,47 @@ def dna_matrix(match: int = 2, mismatch: int = -3, ambiguous: int = -1) -> Subst
         _lookup(alphabet, aliases),
         (int(match), int(mismatch), int(ambiguous), 4),
     )
+
+
+def custom_matrix(
+    alphabet: str, scores: np.ndarray | list[list[int]], name: str = "custom"
+) -> SubstitutionMatrix:
+    """A substitution matrix of one's own: ``scores[a, b]`` scores ``alphabet[a]`` (query)
+    against ``alphabet[b]`` (target); letters are case-insensitive.
+
+    Any integer scores are allowed, positive ones on ``X``, ``N`` or ``*`` included: the
+    batched kernels' padding letter is not a letter of the alphabet and scores below all of
+    them.
+
+    Raises
+    ------
+    ValueError
+        For a repeated or non-ASCII letter, a table that is not ``len(alphabet)`` square, or
+        scores that are not integers below 1024 in size (32-bit sums stay exact for
+        sequences of hundreds of thousands of letters).
+
+    Examples
+    --------
+    >>> m = custom_matrix("ACGT", [[1, -1, -1, -1], [-1, 1, -1, -1],
+    ...                            [-1, -1, 1, -1], [-1, -1, -1, 1]], "unit")
+    >>> m.score("a", "A")
+    1
+    """
+    letters = alphabet.upper()
+    if not letters or not letters.isascii() or len(set(letters)) != len(letters):
+        raise ValueError(f"matrix {name!r}: alphabet {alphabet!r} must be distinct ASCII letters")
+    if len(letters) > 254:
+        raise ValueError(f"matrix {name!r}: at most 254 letters, got {len(letters)}")
+    table = np.asarray(scores)
+    if table.shape != (len(letters), len(letters)):
+        raise ValueError(
+            f"matrix {name!r}: scores of shape {table.shape} for {len(letters)} letters; "
+            f"expected ({len(letters)}, {len(letters)})"
+        )
+    as_int = table.astype(np.int64)
+    if not np.array_equal(as_int, table) or np.abs(as_int).max() >= 1 << 10:
+        raise ValueError(f"matrix {name!r}: scores must be integers below 1024 in size")
+    return SubstitutionMatrix(name, letters, _with_padding(as_int), _lookup(letters, {}))
 
 
 def get_matrix(name: str | SubstitutionMatrix) -> SubstitutionMatrix:

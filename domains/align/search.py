@@ -102,7 +102,8 @@ def search(
     -------
     dict of str to ndarray
         This rank's rows of the hit table (:data:`HIT_COLUMNS`), hits ordered by query, then
-        by decreasing score; concatenated in rank order they are the whole table.
+        by decreasing score; concatenated in rank order they are the whole table. No queries
+        or no targets give a table of no rows.
     """
     from hpc.run import map_blocks
 
@@ -116,6 +117,9 @@ def search(
     qn = list(query_names) if query_names is not None else [str(k) for k in range(len(qe))]
     tn = list(target_names) if target_names is not None else [str(k) for k in range(len(te))]
     nq, nt = len(qe), len(te)
+    if nq == 0 or nt == 0:  # nothing to score: an empty table, on every rank alike
+        none = np.empty(0, dtype=np.int64)
+        return _rows(qe, te, none, none, scoring, m, qn, tn, band)
     say_comm = comm if comm is not None else _One()
     t0 = time.perf_counter()
 

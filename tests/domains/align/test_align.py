@@ -215,10 +215,13 @@ def test_bad_input_gives_clear_errors():
     s = Scoring()
     with pytest.raises(AlphabetError, match=r"query 1: letter 'J' at position 3"):
         score_pairs(["ACD", "ACJ"], ["ACD", "ACD"], s)
-    with pytest.raises(ValueError, match="query 0 is empty"):
-        score_pairs([""], ["ACD"], s)
-    with pytest.raises(ValueError, match="target 0 is empty"):
-        align("ACD", "", s)
+    # an empty sequence (a read trimmed away) scores as the recurrences define
+    first = s.gaps.first
+    assert score_pairs([""], ["ACD"], s, "global").tolist() == [-(first + 2 * s.gaps.extend)]
+    assert (align("ACD", "", s, "semi-global").score, align("", "", s, "global").score) == (
+        -(first + 2 * s.gaps.extend),
+        0,
+    )
     with pytest.raises(ValueError, match="mode"):
         score_pairs(["A"], ["A"], s, mode="fuzzy")
     with pytest.raises(ValueError, match="unknown matrix"):
@@ -429,3 +432,13 @@ def test_costs_too_large_for_16_bits_use_32_bits():
         want = [bio.score(t, q) for q, t in zip(qs, ts, strict=True)]
         assert score_pairs(qs, ts, scoring, mode, backend="cpu").tolist() == want
         assert score_many(qs, ts, scoring, mode, backend="cpu").diagonal().tolist() == want
+
+
+@pytest.mark.parametrize("nq, nt", [(0, 3), (2, 0), (0, 0)])
+def test_search_of_no_queries_or_no_targets_is_an_empty_table(nq, nt):
+    from hpc.domains.align.search import HIT_COLUMNS, search
+
+    rng = np.random.default_rng()
+    rows = search(_seqs(rng, AMINO, [20] * nq), _seqs(rng, AMINO, [30] * nt), executor="local")
+    assert sorted(rows) == sorted(HIT_COLUMNS)
+    assert all(len(v) == 0 for v in rows.values())
