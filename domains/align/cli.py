@@ -10,12 +10,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
-from hpc.errors import UsageError, on_all_ranks
+from hpc.errors import UsageError, check_count, check_output_path, on_all_ranks
 
 __all__ = ["add_parser"]
 
@@ -83,18 +82,15 @@ def _load(path: str) -> tuple[list[str], list[str], list[str | None]]:
 
 def _check_options(args: argparse.Namespace) -> None:
     """Options that can be refused before any file is read."""
-    if getattr(args, "top", 1) < 1:
-        raise UsageError(f"--top {args.top}: expected at least 1 hit per query")
-    if args.band is not None and args.band < 0:
-        raise UsageError(f"--band {args.band}: expected a half-width of 0 or more")
-    if args.band is not None and args.mode == "semi-global":
-        raise UsageError("--band needs --mode global or local")
+    check_count("--top", getattr(args, "top", 1), 1)
+    if args.band is not None:
+        check_count("--band", args.band)
+        if args.mode == "semi-global":
+            raise UsageError("--band needs --mode global or local")
     if args.sam and args.mode != "semi-global":
         raise UsageError("--sam needs --mode semi-global (reads aligned end to end)")
-    for option, path in (("--out", args.out), ("--sam", args.sam)):
-        parent = os.path.dirname(os.path.abspath(path)) if path else ""
-        if path and not os.path.isdir(parent):
-            raise UsageError(f"{option} {path}: the directory {parent!r} does not exist")
+    check_output_path("--out", args.out)
+    check_output_path("--sam", args.sam)
 
 
 def _prepare(args: argparse.Namespace, qpath: str, tpath: str) -> Any:

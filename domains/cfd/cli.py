@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
-from hpc.errors import UsageError, on_all_ranks
+from hpc.errors import UsageError, check_count, check_output_path, on_all_ranks
 
 __all__ = ["add_parser"]
 
@@ -113,9 +113,23 @@ def _make_case(args: argparse.Namespace) -> Any:
     return Channel(args.nx, args.ny, re=args.re, u_max=args.u_max, inflow=args.inflow, **kw)
 
 
+def _check_options(args: argparse.Namespace) -> None:
+    """Options refused before the solver is built (a long run must not fail at its end)."""
+    check_count("--steps", args.steps)
+    check_count("--check-every", args.check_every, 1)
+    check_count("--checkpoint-every", args.checkpoint_every)
+    check_output_path("--out", args.out)
+    if args.checkpoint_dir is not None and args.checkpoint_dir.is_file():
+        raise UsageError(f"--checkpoint-dir {args.checkpoint_dir}: is a file, expected a folder")
+
+
 def _run_case(args: argparse.Namespace) -> int:
     from hpc.io import Checkpoint, write_array, write_xdmf
 
+    try:
+        _check_options(args)
+    except UsageError as exc:  # every rank parses the same command line
+        raise on_all_ranks(exc) from None
     comm = hpc.world()
     rank0 = comm.Get_rank() == 0
     case = _make_case(args)
@@ -217,13 +231,25 @@ def _plot(args: argparse.Namespace) -> int:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from hpc.io.errors import MissingDataError, from_os_error
 
     from .ghia import GHIA
 
-    with h5py.File(args.file, "r") as f:
-        ux, uy = f["ux"][...], f["uy"][...]
-        u_ref = float(f.attrs.get("u_ref", 1.0))
-        re = float(f.attrs.get("re", 0.0))
+    check_output_path("--png", args.png)
+    try:
+        with h5py.File(args.file, "r") as f:
+            missing = [name for name in ("ux", "uy") if name not in f]
+            if missing:
+                raise MissingDataError(
+                    "not an hpc cfd result: no velocity field", str(args.file), missing[0]
+                )
+            ux, uy = f["ux"][...], f["uy"][...]
+            u_ref = float(f.attrs.get("u_ref", 1.0))
+            re = float(f.attrs.get("re", 0.0))
+    except OSError as exc:
+        if isinstance(exc, MissingDataError):
+            raise
+        raise from_os_error(exc, "reading the result", args.file) from None
     if ux.ndim != 2:
         raise UsageError(f"{args.file}: plot draws 2-D fields; this one is {ux.ndim}-D")
     n = ux.shape[0]
