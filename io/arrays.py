@@ -74,7 +74,12 @@ def write_from(
 
     A rank with nothing to write selects none and still takes part. ``same_type`` writes the
     bytes as the file's type (UTF-8 strings held as NumPy bytes).
+
+    A dataset with no elements (a table of no rows) has no storage to transfer to: every
+    rank returns at once (a collective MPI-IO write would fail on its undefined address).
     """
+    if math.prod(dset.shape) == 0:
+        return
     fspace, mspace, memory = _spaces(dset, start, count, memory, mem_start)
     mtype = dset.id.get_type() if same_type else None
     dset.id.write(mspace, fspace, memory, mtype=mtype, dxpl=collective_xfer() if parallel else None)
@@ -85,8 +90,11 @@ def read_into(dset: Any, memory: np.ndarray, mem_start, start, count, parallel: 
     ``dset`` into the box at ``mem_start`` of the C-contiguous host array ``memory``.
 
     Filtered (checksummed) datasets are read independently, so a checksum failure on one rank
-    raises there instead of stalling the others inside a collective transfer.
+    raises there instead of stalling the others inside a collective transfer. A dataset with no
+    elements has nothing to read (every rank returns at once).
     """
+    if math.prod(dset.shape) == 0:
+        return
     fspace, mspace, memory = _spaces(dset, start, count, memory, mem_start)
     collective = parallel and not dset.fletcher32 and dset.compression is None
     dset.id.read(mspace, fspace, memory, dxpl=collective_xfer() if collective else None)
@@ -167,7 +175,7 @@ def write_array(
     with as_target(path_or_group, "a", comm, reserve=nbytes) as target:
         faults.inject("write", target.path, target.rank)
         if target.kind == "gather":
-            full = decomp.gather(local)
+            full = gather_global(decomp, local)
             if target.rank == 0:
                 dset = _create(target.group, name, decomp.global_shape, dtype, checksum)
                 dset[...] = full
@@ -185,6 +193,57 @@ def write_array(
             dset.attrs[key] = value
 
 
+def _counts_bytes(decomp: CartDecomposition, itemsize: int) -> tuple[list[Any], list[int]]:
+    blocks = [decomp.block_of(r) for r in range(decomp.size)]
+    counts = [math.prod(s.stop - s.start for s in b) * itemsize for b in blocks]
+    return blocks, counts
+
+
+def gather_global(decomp: CartDecomposition, local: Any) -> np.ndarray | None:
+    """Collective. The global array on rank 0 (None elsewhere) from every rank's owned block.
+
+    The blocks travel as raw bytes (buffer-based ``Gatherv``), so every dtype HDF5 stores
+    arrives bit for bit, also those MPI has no datatype for (``float16``, non-native byte
+    order).
+    """
+    comm = decomp._require_comm()
+    mine = np.ascontiguousarray(to_host(decomp.interior(local)))
+    dtype = mine.dtype
+    blocks, counts = _counts_bytes(decomp, dtype.itemsize)
+    send = mine.reshape(-1).view(np.uint8)
+    if comm.Get_rank() != 0:
+        comm.Gatherv(send, None, root=0)
+        return None
+    flat = np.empty(sum(counts), dtype=np.uint8)
+    comm.Gatherv(send, (flat, counts), root=0)
+    out = np.empty(decomp.global_shape, dtype=dtype)
+    start = 0
+    for block, n in zip(blocks, counts, strict=True):
+        shape = [s.stop - s.start for s in block]
+        out[block] = flat[start : start + n].view(dtype).reshape(shape)
+        start += n
+    return out
+
+
+def scatter_global(decomp: CartDecomposition, full: np.ndarray | None) -> Any:
+    """Collective. A local array (ghosts zero, on the decomposition's device) holding this
+    rank's block of ``full`` (given on rank 0), moved as raw bytes like
+    :func:`gather_global`."""
+    comm = decomp._require_comm()
+    dtype = np.dtype(comm.bcast(full.dtype if comm.Get_rank() == 0 else None, root=0))
+    blocks, counts = _counts_bytes(decomp, dtype.itemsize)
+    send = None
+    if comm.Get_rank() == 0:
+        assert full is not None
+        parts = [np.ascontiguousarray(full[b]).reshape(-1).view(np.uint8) for b in blocks]
+        send = (np.concatenate(parts) if parts else np.empty(0, np.uint8), counts)
+    mine = np.empty(decomp.local_shape, dtype=dtype)
+    comm.Scatterv(send, mine.reshape(-1).view(np.uint8), root=0)
+    local = decomp.allocate(dtype)
+    local[decomp.interior_slices] = decomp.backend.asarray(mine)
+    return local
+
+
 def _create(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: Any, checksum: bool):
     if name in group:
         del group[name]
@@ -195,7 +254,7 @@ def _create(group: h5py.Group, name: str, shape: tuple[int, ...], dtype: Any, ch
             dtype=dtype,
             chunks=chunk_shape(shape, dtype.itemsize),
             fletcher32=True,
-            fillvalue=0,
+            fillvalue=np.zeros((), dtype=dtype),  # a zero of the type (complex: a compound)
         )
     return group.create_dataset(name, shape=shape, dtype=dtype)
 
@@ -245,7 +304,7 @@ def read_array(path_or_group: Any, name: str, decomp: CartDecomposition, dtype: 
             failure = _agree(comm, failure)
             if failure:
                 raise CorruptDataError(failure, path=path, dataset=name, all_ranks=True)
-            return decomp.scatter(full, dtype=dtype)
+            return scatter_global(decomp, full)
         failure = None
         on_device = decomp.backend.is_gpu
         local = np.zeros(decomp.ghost_shape, dtype=stored) if on_device else decomp.allocate(stored)

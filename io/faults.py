@@ -30,8 +30,10 @@ def _parse(spec: str) -> dict[str, tuple[int, int | None]]:
         op, _, rest = item.partition("=")
         code, _, rank = rest.partition("@")
         if op not in OPERATIONS or not code:
-            raise ValueError(f"HPC_IO_FAULTS: {item!r}: expected op=ERRNO[@rank], op one of "
-                             f"{', '.join(OPERATIONS)}")
+            raise ValueError(
+                f"HPC_IO_FAULTS: {item!r}: expected op=ERRNO[@rank], op one of "
+                f"{', '.join(OPERATIONS)}"
+            )
         number = int(code) if code.isdigit() else getattr(errno, code, None)
         if number is None:
             raise ValueError(f"HPC_IO_FAULTS: {item!r}: unknown errno {code!r}")

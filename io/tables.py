@@ -95,12 +95,16 @@ def _rows(comm: Any, n: int) -> tuple[int, int, np.ndarray]:
 
 
 def _gather_rows(comm: Any, values: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
-    """Rank 0 receives every rank's rows in rank order (buffer-based Gatherv)."""
+    """Rank 0 receives every rank's rows in rank order (buffer-based Gatherv of the raw bytes,
+    so dtypes MPI has no datatype for, such as ``float16``, arrive bit for bit)."""
+    values = np.ascontiguousarray(values)
+    nbytes = [int(c) * values.dtype.itemsize for c in counts]
+    send = values.view(np.uint8)
     if comm.Get_rank() == 0:
         full = np.empty(int(counts.sum()), dtype=values.dtype)
-        comm.Gatherv(values, (full, counts), root=0)
+        comm.Gatherv(send, (full.view(np.uint8), nbytes), root=0)
         return full
-    comm.Gatherv(values, None, root=0)
+    comm.Gatherv(send, None, root=0)
     return None
 
 
@@ -302,5 +306,7 @@ def _scatter_rows(comm: Any, target: Target, name: str, col: str, total: int) ->
         full, dtype_str = None, None
     dtype = np.dtype(comm.bcast(dtype_str, root=0))
     mine = np.empty(int(counts[comm.Get_rank()]), dtype=dtype)
-    comm.Scatterv(None if full is None else (full, counts), mine, root=0)
+    nbytes = [int(c) * dtype.itemsize for c in counts]  # raw bytes: any dtype travels
+    send = None if full is None else (np.ascontiguousarray(full).view(np.uint8), nbytes)
+    comm.Scatterv(send, mine.view(np.uint8), root=0)
     return mine

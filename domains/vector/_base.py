@@ -248,6 +248,13 @@ def write_index_file(
         finally:
             os.close(fd)
         os.replace(tmp, final)
+    except OSError as exc:
+        from hpc.io import StorageError
+        from hpc.io.errors import from_os_error
+
+        if isinstance(exc, StorageError):
+            raise
+        raise from_os_error(exc, "saving the index", final) from exc
     finally:
         if tmp.exists():
             tmp.unlink()

@@ -700,7 +700,9 @@ def _gpu_sort(hd_run, hp_run, ids):  # type: ignore
         hp_run[i, t] = hp[t]
 
 
-def _gpu_scan_lists(queries, probes, offsets, vectors, norms, ids, mask, use_mask, l2, cand_d, cand_p):  # type: ignore  # noqa: E501
+def _gpu_scan_lists(
+    queries, probes, offsets, vectors, norms, ids, mask, use_mask, l2, cand_d, cand_p
+):  # type: ignore  # noqa: E501
     """IVF-Flat: thread (query i, probe t) scans one inverted list into a candidate heap."""
     i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     t = cuda.blockIdx.y
@@ -734,8 +736,17 @@ def gpu_kernels() -> dict[str, Any]:
     if not _gpu:
         from hpc.jit import specialise
 
-        helpers = [_id_of, _worse_at, _replace_top, _push, _sift, _heapify, _sort_heap,
-                   _clear_heap, _store_heap]
+        helpers = [
+            _id_of,
+            _worse_at,
+            _replace_top,
+            _push,
+            _sift,
+            _heapify,
+            _sort_heap,
+            _clear_heap,
+            _store_heap,
+        ]
         kernels = [_gpu_select, _gpu_merge, _gpu_sort, _gpu_scan_lists]
         module = specialise("vector_heap", kernels, helpers, target="cuda")
         _gpu.update(

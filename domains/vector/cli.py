@@ -194,9 +194,7 @@ def _eval(args: argparse.Namespace) -> int:
     try:
         sweep = [int(v) for v in str(args.nprobe).split(",") if v.strip()]
     except ValueError:
-        raise on_all_ranks(
-            UsageError(f"--nprobe {args.nprobe!r} is not a list of ints")
-        ) from None
+        raise on_all_ranks(UsageError(f"--nprobe {args.nprobe!r} is not a list of ints")) from None
     if ds.neighbors is None:  # exact ground truth, sharded like the index
         truth = ShardedIndex(FlatIndex(dim, ds.metric, backend=args.backend), comm)
         truth.add(ds.train)

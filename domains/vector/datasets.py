@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import h5py
 import numpy as np
 
 from hpc.rng import RandomStreams
@@ -218,8 +219,13 @@ def read_ann_hdf5(path: str | os.PathLike[str], rows: slice | None = None) -> Da
 
 def ann_train_size(path: str | os.PathLike[str]) -> int:
     """Local. Rows of ``train`` in an ann-benchmarks file."""
-    from hpc.io import open_file
+    from hpc.io import LayoutMismatchError, open_file
     from mpi4py import MPI
 
     with open_file(path, "r", comm=MPI.COMM_SELF) as f:
-        return int(f["train"].shape[0])
+        train = f.get("train")
+        if not isinstance(train, h5py.Dataset) or train.ndim != 2:
+            raise LayoutMismatchError(
+                "not an ann-benchmarks file: no 2-D dataset 'train'", path=str(path)
+            )
+        return int(train.shape[0])

@@ -331,21 +331,125 @@ class FlatIndex(VectorIndex):
         q = self._check_vectors(queries, "queries")
         xp = self.backend.xp
         mask = self._filter_mask(filter)
-        # GEMM scores of equal vectors can differ in the last bit with their place in a block:
-        # select a few spare candidates, so the exact (distance, id) order decides the cut
-        d, i = flat_search(
-            xp.asarray(q),
+        # 1. select k + SPARE rows by their GEMM scores (float32, rounding depends on a row's
+        #    place in its block, so even equal vectors can score differently)
+        kk = k + SPARE
+        qd = xp.asarray(q)
+        approx, pos = flat_search(
+            qd,
             self._vectors,
             self._norms,
             self._dev_ids,
-            k + SPARE,
+            kk,
             self._l2,
             None if mask is None else xp.asarray(mask),
             self.backend,
             self.query_block,
             self.db_block,
+            exact=False,
         )
-        return to_host(d[:, :k]), to_host(i[:, :k])
+        # 2. exact distances of the selected rows, ordered by (distance, id)
+        if self.backend.is_gpu:
+            d, i = xp.empty((q.shape[0], kk), xp.float32), xp.empty((q.shape[0], kk), xp.int64)
+            for q0 in range(0, q.shape[0], GPU_QUERY_BLOCK):
+                q1 = min(q.shape[0], q0 + GPU_QUERY_BLOCK)
+                d[q0:q1], i[q0:q1] = _gpu_exact(
+                    xp, qd[q0:q1], self._vectors, pos[q0:q1], self._dev_ids, self._l2
+                )
+            d, i = to_host(d), to_host(i)
+        else:
+            d = np.empty((q.shape[0], kk), dtype=np.float32)
+            i = np.empty((q.shape[0], kk), dtype=np.int64)
+            K.exact_scores(q, self._vectors, pos, self._ids, self._l2, d, i)
+        # 3. where a row left out by step 1 could still tie or beat the k-th exact distance
+        #    (its GEMM score was within the rounding bound), decide exhaustively
+        approx, pos = to_host(approx), to_host(pos)
+        redo = self._uncertain(q, approx[:, -1], pos[:, -1], d[:, k - 1])
+        if redo.size:
+            d[redo, :k], i[redo, :k] = self._exhaustive(q[redo], k, d[redo, k - 1], mask)
+        return np.ascontiguousarray(d[:, :k]), np.ascontiguousarray(i[:, :k])
+
+    def _score_scale(self, q: np.ndarray) -> tuple[np.ndarray, float]:
+        """Local. ``(|q|, max |x|)`` in float64: the magnitudes the rounding bounds scale with."""
+        qnorm = np.sqrt(np.einsum("ij,ij->i", q, q, dtype=np.float64))
+        top = float(to_host(self._norms.max())) if self.ntotal else 0.0
+        return qnorm, math.sqrt(max(top, 0.0) * (1 + 1e-5))
+
+    def _uncertain(
+        self, q: np.ndarray, worst: np.ndarray, worst_pos: np.ndarray, kth: np.ndarray
+    ) -> np.ndarray:
+        """Local. The queries whose top-k the GEMM selection does not settle.
+
+        ``worst`` is the GEMM score (a distance, or an inner product) of the last of the
+        ``k + SPARE`` selected rows, ``kth`` the exact k-th distance. Every row not selected
+        scored no better than ``worst`` by GEMM, and a float32 GEMM score is within
+        ``2 (dim + 4) u (|x| + |q|)^2`` (L2; ``... u |x| |q|`` for inner products, ``u =
+        2**-24``) of the exact value. When ``worst`` minus that bound is still strictly worse
+        than ``kth`` (with float32 rounding of the distances), no left-out row can tie or beat
+        the k-th result. A heap that is not full selected every eligible row.
+        """
+        full = worst_pos >= 0
+        if not full.any():
+            return np.empty(0, dtype=np.int64)
+        qnorm, xmax = self._score_scale(q)
+        u = 2.0**-24
+        if self._l2:
+            w, t = worst.astype(np.float64), kth.astype(np.float64)
+            eps = 2 * (self.dim + 4) * u * (xmax + qnorm) ** 2
+        else:  # smaller is better: minus the inner products
+            w, t = -worst.astype(np.float64), -kth.astype(np.float64)
+            eps = 2 * (self.dim + 4) * u * xmax * qnorm
+        margin = eps + 4 * u * (np.abs(w) + np.abs(t) + qnorm**2)
+        with np.errstate(invalid="ignore"):
+            settled = w - margin > t
+        return np.flatnonzero(full & ~settled)
+
+    def _exhaustive(
+        self, q: np.ndarray, k: int, kth: np.ndarray, mask: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Local. The exact top-k of a few queries: every eligible row whose float64 score may
+        reach the k-th exact distance ``kth`` found by the first pass (a bound the true
+        top-k lies within) is a candidate; the candidates' exact distances decide."""
+        x = to_host(self._vectors)
+        if x.dtype != np.float32:
+            x = x.astype(np.float32)
+        qnorm, xmax = self._score_scale(q)
+        q64 = q.astype(np.float64)
+        u = 2.0**-53
+        if self._l2:
+            t = kth.astype(np.float64)
+            slack = 8 * (self.dim + 4) * u * (xmax + qnorm) ** 2
+        else:
+            t = -kth.astype(np.float64)
+            slack = 8 * (self.dim + 4) * u * xmax * qnorm
+        limit = t + np.abs(t) * 2.0**-21 + slack
+        found: list[list[np.ndarray]] = [[] for _ in range(q.shape[0])]
+        step = 8192
+        for x0 in range(0, x.shape[0], step):
+            xb = x[x0 : x0 + step].astype(np.float64)
+            s = xb @ q64.T  # (rows, queries)
+            if self._l2:
+                s = np.einsum("ij,ij->i", xb, xb)[:, None] + qnorm[None, :] ** 2 - 2.0 * s
+            else:
+                s = -s
+            hit = s <= limit[None, :]
+            if mask is not None:
+                hit &= mask[x0 : x0 + step, None] != 0
+            rows, cols = np.nonzero(hit)
+            for c in np.unique(cols):
+                found[c].append(rows[cols == c] + x0)
+        out_d = np.empty((q.shape[0], k), dtype=np.float32)
+        out_i = np.empty((q.shape[0], k), dtype=np.int64)
+        for j, parts in enumerate(found):
+            cand = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+            width = max(k, cand.size)
+            hp = np.full((1, width), -1, dtype=np.int64)
+            hp[0, : cand.size] = cand
+            d = np.empty((1, width), dtype=np.float32)
+            i = np.empty((1, width), dtype=np.int64)
+            K.exact_scores(q[j : j + 1], x, hp, self._ids, self._l2, d, i)
+            out_d[j], out_i[j] = d[0, :k], i[0, :k]
+        return out_d, out_i
 
     def _state(self) -> dict[str, np.ndarray]:
         return {"ids": self._ids, "vectors": to_host(self._vectors)}

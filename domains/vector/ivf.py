@@ -31,11 +31,11 @@ __all__ = ["IVFFlatIndex", "IVFPQIndex"]
 GEMM_MIN_PAIRS_PER_LIST = 8  # queries per probed list (on average) from which lists are GEMMs
 
 
-
 def _cut(result: tuple[np.ndarray, np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
     """The first ``k`` of results selected with spare candidates."""
     d, i = result
     return np.ascontiguousarray(d[:, :k]), np.ascontiguousarray(i[:, :k])
+
 
 class _IVF(VectorIndex):
     """Coarse quantizer, inverted lists and the parts of search both IVF types share."""

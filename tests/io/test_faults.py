@@ -35,14 +35,19 @@ def _job(nranks: int, directory: Path, case: str, faults: str, *extra: str, wrap
     env = {**os.environ, "HPC_TEST_FAULTS": faults, "PYTHONUNBUFFERED": "1"}
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=DEADLINE, env=env,
-                              cwd=ROOT)
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=DEADLINE, env=env, cwd=ROOT
+        )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{case} with {faults!r} on {nranks} ranks still running after {DEADLINE} s"
-                    f" (a hang)\n{exc.stdout}\n{exc.stderr}")
+        pytest.fail(
+            f"{case} with {faults!r} on {nranks} ranks still running after {DEADLINE} s"
+            f" (a hang)\n{exc.stdout}\n{exc.stderr}"
+        )
     seconds = time.perf_counter() - start
-    print(f"{case} {faults or 'none'} on {nranks} ranks: ended in {seconds:.1f} s, "
-          f"exit {proc.returncode}")
+    print(
+        f"{case} {faults or 'none'} on {nranks} ranks: ended in {seconds:.1f} s, "
+        f"exit {proc.returncode}"
+    )
     return proc, seconds
 
 
@@ -133,17 +138,32 @@ def _private_tmpfs(directory: Path, size: str):
     if unshare is None:
         return None
     probe = subprocess.run(
-        [unshare, "-m", "--propagation", "private", "sh", "-c",
-         f"mount -t tmpfs -o size=64k tmpfs {directory}"],
-        capture_output=True, timeout=30,
+        [
+            unshare,
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            f"mount -t tmpfs -o size=64k tmpfs {directory}",
+        ],
+        capture_output=True,
+        timeout=30,
     )
     if probe.returncode != 0:
         return None
 
     def wrap(cmd: list[str]) -> list[str]:
         line = " ".join(f"'{c}'" for c in cmd)
-        return [unshare, "-m", "--propagation", "private", "sh", "-c",
-                f"mount -t tmpfs -o size={size} tmpfs {directory} && exec {line}"]
+        return [
+            unshare,
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            f"mount -t tmpfs -o size={size} tmpfs {directory} && exec {line}",
+        ]
 
     return wrap
 
