@@ -21,6 +21,7 @@ __all__ = [
     "MPI",
     "world",
     "resolve_comm",
+    "self_comm",
     "node_local_rank",
     "cuda_aware_mpi",
     "install_excepthook",
@@ -45,6 +46,11 @@ def world() -> MPI.Comm:
         if _world is None:
             _world = MPI.COMM_WORLD.Dup()
         return _world
+
+
+def self_comm() -> MPI.Comm:
+    """The communicator of this process alone (``MPI.COMM_SELF``): local files and work."""
+    return MPI.COMM_SELF
 
 
 def resolve_comm(comm: MPI.Comm | None) -> MPI.Comm:

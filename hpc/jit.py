@@ -185,8 +185,9 @@ def module_source(
                 where = f"global {name!r} of template {fn.__module__}.{fn.__qualname__}"
                 line = _binding(name, fn.__globals__[name], depends, where)
                 if header.setdefault(name, line) != line:  # templates of two modules disagree
-                    raise ValueError(f"{where} is `{line}` but another template's is "
-                                     f"`{header[name]}`; bind it")
+                    raise ValueError(
+                        f"{where} is `{line}` but another template's is `{header[name]}`; bind it"
+                    )
             elif not hasattr(builtins, name):
                 raise NameError(f"template {fn.__qualname__} reads undefined global {name!r}")
     lines = [

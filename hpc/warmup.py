@@ -81,13 +81,18 @@ def warmup(domains: Sequence[str] | None = None, quiet: bool = False) -> list[st
                     run()
             except Exception as exc:  # reported; the other tasks still warm up
                 failed.append(f"{domain}: {name}")
-                print(f"[warmup] {domain:<6s} {name}: FAILED ({type(exc).__name__}: {exc})",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"[warmup] {domain:<6s} {name}: FAILED ({type(exc).__name__}: {exc})",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 continue
             if not quiet:
                 note = _compiled_note(before, cache_stats())
-                print(f"[warmup] {domain:<6s} {name}: {time.perf_counter() - t0:6.2f} s{note}",
-                      flush=True)
+                print(
+                    f"[warmup] {domain:<6s} {name}: {time.perf_counter() - t0:6.2f} s{note}",
+                    flush=True,
+                )
     if not quiet:
         print(f"[warmup] done in {time.perf_counter() - start:.2f} s", flush=True)
     return failed

@@ -19,7 +19,12 @@ from hpc.lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
+        "atomic_open": ".atomic",
+        "atomic_output": ".atomic",
+        "fsync_path": ".atomic",
         "open_file": ".files",
+        "read_attrs": ".attributes",
+        "write_attrs": ".attributes",
         "parallel_available": ".files",
         "write_array": ".arrays",
         "read_array": ".arrays",

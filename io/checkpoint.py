@@ -27,6 +27,7 @@ from hpc.decomposition import CartDecomposition
 
 from . import faults
 from .arrays import _agree, _check_local, read_array, write_array
+from .atomic import fsync_path
 from .errors import (
     CorruptDataError,
     LayoutMismatchError,
@@ -72,14 +73,6 @@ def _library_version() -> str:
     import hpc
 
     return hpc.__version__
-
-
-def _fsync_path(path: Path, directory: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Checkpoint:
@@ -276,9 +269,9 @@ class Checkpoint:
         if rank == 0:
             try:
                 faults.inject("commit", final, rank)
-                _fsync_path(tmp)
+                fsync_path(tmp)
                 os.replace(tmp, final)
-                _fsync_path(self.directory, directory=True)
+                fsync_path(self.directory, directory=True)
                 self._prune()
             except OSError as exc:
                 failure = from_os_error(exc, "committing the checkpoint", final)

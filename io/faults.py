@@ -4,7 +4,8 @@
 every rank that performs it, or on ``rank`` only. Operations: ``space`` (the free-space check
 before a write), ``open`` (opening an HDF5 file), ``mkdir`` and ``remove`` (a checkpoint's
 directory and stale temporaries), ``write`` and ``read`` (inside the collective transfer of a
-dataset or column), ``commit`` (a checkpoint's fsync and rename). ``ERRNO`` is a name
+dataset or column), ``commit`` (the fsync and rename of a checkpoint or of any atomic output,
+:mod:`hpc.io.atomic`). ``ERRNO`` is a name
 (``ENOSPC``, ``EROFS``, ``EPERM``, ``EIO``) or a number. Unset (the default), nothing happens.
 
 Tests use it where the machine cannot make a real full or read-only file system (CI runs as

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import h5py
 
+from .atomic import atomic_open
+
 __all__ = ["write_xdmf"]
 
 _TYPES = {"f": "Float", "i": "Int", "u": "UInt"}
@@ -72,7 +74,6 @@ def write_xdmf(
         f"        {_xml_vector(spacing)}\n"
         "      </Geometry>\n" + "\n".join(attrs) + "\n    </Grid>\n  </Domain>\n</Xdmf>\n"
     )
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)
+    with atomic_open(out) as fh:
+        fh.write(text)
     return out

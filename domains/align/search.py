@@ -190,25 +190,10 @@ def align_pair_list(
 def write_hits(path: str | os.PathLike[str], rows: dict[str, np.ndarray], comm: Any = None) -> int:
     """Collective. Write every rank's hit rows as the HDF5 table ``hits`` of ``path``.
 
-    The table goes to a temporary file first, renamed over ``path`` by rank 0 when all ranks
-    have written: a failed run leaves no half-written file.
+    The file appears whole or not at all (:func:`hpc.io.atomic_output`).
     """
-    from hpc.io import write_table
+    from hpc.io import atomic_output, write_table
 
     comm = resolve_comm(comm)
-    tmp = f"{path}.tmp-hpc-align"
-    if comm.Get_rank() == 0 and os.path.exists(tmp):
-        os.remove(tmp)
-    comm.Barrier()
-    try:
-        total = write_table(tmp, "hits", rows, comm=comm)
-    except BaseException:
-        comm.Barrier()
-        if comm.Get_rank() == 0 and os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    comm.Barrier()
-    if comm.Get_rank() == 0:
-        os.replace(tmp, path)
-    comm.Barrier()
-    return total
+    with atomic_output(path, comm) as tmp:
+        return write_table(tmp, "hits", rows, comm=comm)

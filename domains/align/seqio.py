@@ -168,15 +168,16 @@ def read_sequences(path: str | os.PathLike[str]) -> Iterator[Record]:
 
 
 def write_fasta(path: str | os.PathLike[str], records: Sequence[Record] | Any) -> None:
-    """Local. Write records (or ``(name, sequence)`` pairs) as FASTA, 80 letters a line."""
-    tmp = Path(f"{path}.tmp-{os.getpid()}")
-    with open(tmp, "w") as fh:
+    """Local. Write records (or ``(name, sequence)`` pairs) as FASTA, 80 letters a line
+    (the file appears whole or not at all)."""
+    from hpc.io import atomic_open
+
+    with atomic_open(path) as fh:
         for rec in records:
             name, seq = (rec.name, rec.sequence) if isinstance(rec, Record) else rec
             fh.write(f">{name}\n")
             for k in range(0, len(seq), 80):
                 fh.write(seq[k : k + 80] + "\n")
-    os.replace(tmp, path)
 
 
 def write_sam(
@@ -184,7 +185,7 @@ def write_sam(
     references: Sequence[tuple[str, int]],
     rows: Sequence[dict[str, Any]],
 ) -> None:
-    """Local. Write semi-global hits as SAM (rank 0 writes; a temporary file is renamed).
+    """Local. Write semi-global hits as SAM (the file appears whole or not at all).
 
     Parameters
     ----------
@@ -194,8 +195,9 @@ def write_sam(
         Keys ``query``, ``target``, ``target_start`` (0-based), ``cigar``, ``score``,
         ``sequence`` and optionally ``quality`` and ``mapq``.
     """
-    tmp = Path(f"{path}.tmp-{os.getpid()}")
-    with open(tmp, "w") as fh:
+    from hpc.io import atomic_open
+
+    with atomic_open(path) as fh:
         fh.write("@HD\tVN:1.6\tSO:unsorted\n")
         for name, length in references:
             fh.write(f"@SQ\tSN:{name}\tLN:{int(length)}\n")
@@ -207,4 +209,3 @@ def write_sam(
                 f"{int(r.get('mapq', 255))}\t{r['cigar'] or '*'}\t*\t0\t0\t{r['sequence']}\t"
                 f"{qual}\tAS:i:{int(r['score'])}\n"
             )
-    os.replace(tmp, path)

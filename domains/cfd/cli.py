@@ -124,7 +124,7 @@ def _check_options(args: argparse.Namespace) -> None:
 
 
 def _run_case(args: argparse.Namespace) -> int:
-    from hpc.io import Checkpoint, write_array, write_xdmf
+    from hpc.io import Checkpoint, atomic_output, write_array, write_attrs, write_xdmf
 
     try:
         _check_options(args)
@@ -175,18 +175,19 @@ def _run_case(args: argparse.Namespace) -> int:
     _report(case, args, rank0)
     if args.out:
         fields = case.fields()
-        for name, local in fields.items():
-            write_array(args.out, name, local, case.decomp)
+        attrs = {
+            "case": args.case,
+            "steps": solver.steps_done,
+            "params": json.dumps(params["args"]),
+            "tau": case.units.tau,
+            "u_ref": case.units.u,
+            "re": case.units.reynolds,
+        }
+        with atomic_output(args.out, comm) as tmp:  # whole or not at all
+            for name, local in fields.items():
+                write_array(tmp, name, local, case.decomp)
+            write_attrs(tmp, attrs, comm)
         if rank0:
-            import h5py
-
-            with h5py.File(args.out, "a") as f:
-                f.attrs["case"] = args.case
-                f.attrs["steps"] = solver.steps_done
-                f.attrs["params"] = json.dumps(params["args"])
-                f.attrs["tau"] = case.units.tau
-                f.attrs["u_ref"] = case.units.u
-                f.attrs["re"] = case.units.reynolds
             write_xdmf(args.out, list(fields), spacing=[1.0] * case.decomp.ndim)
             print(f"fields written to {args.out} (+ {args.out.with_suffix('.xmf').name})")
     solver.close()

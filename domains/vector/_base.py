@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -226,14 +224,15 @@ def write_index_file(
     params: dict[str, Any],
     state: dict[str, np.ndarray],
 ) -> None:
-    """Local. Write an index file: temporary name, fsync, atomic rename."""
-    from hpc.io import open_file
-    from mpi4py import MPI
+    """Local. Write an index file (it appears whole or not at all:
+    :func:`hpc.io.atomic_output`)."""
+    from hpc.io import StorageError, atomic_output, open_file
+    from hpc.io.errors import from_os_error
 
-    final = Path(path)
-    tmp = final.with_name(f".{final.name}.tmp-{secrets.token_hex(4)}")
+    from hpc.comm import self_comm
+
     try:
-        with open_file(tmp, "w", comm=MPI.COMM_SELF) as f:
+        with atomic_output(path) as tmp, open_file(tmp, "w", comm=self_comm()) as f:
             f.attrs["hpc_vector_index"] = kind
             f.attrs["format_version"] = FORMAT_VERSION
             f.attrs["dim"] = int(dim)
@@ -241,23 +240,10 @@ def write_index_file(
             f.attrs["params"] = json.dumps(params)
             for name, value in state.items():
                 f.create_dataset(name, data=np.ascontiguousarray(to_host(value)))
-            f.flush()
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, final)
     except OSError as exc:
-        from hpc.io import StorageError
-        from hpc.io.errors import from_os_error
-
         if isinstance(exc, StorageError):
             raise
-        raise from_os_error(exc, "saving the index", final) from exc
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+        raise from_os_error(exc, "saving the index", path) from exc
 
 
 def read_index_file(path: str | os.PathLike[str]) -> tuple[str, int, str, dict, dict]:

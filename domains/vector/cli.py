@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
-from hpc.errors import UsageError, on_all_ranks
+from hpc.errors import UsageError, check_output_path, on_all_ranks
 
 __all__ = ["add_parser"]
 
@@ -118,7 +118,16 @@ def _make_index(args: argparse.Namespace, dim: int, metric: str) -> Any:
     )
 
 
+def _check_out(args: argparse.Namespace) -> None:
+    """``--out`` refused before any work when it cannot be written (every rank alike)."""
+    try:
+        check_output_path("--out", args.out)
+    except UsageError as exc:
+        raise on_all_ranks(exc) from None
+
+
 def _build(args: argparse.Namespace) -> int:
+    _check_out(args)
     comm = hpc.world()
     if comm.Get_rank() != 0:
         return 0
@@ -136,6 +145,7 @@ def _build(args: argparse.Namespace) -> int:
 def _search(args: argparse.Namespace) -> int:
     from ._base import load_index
 
+    _check_out(args)
     comm = hpc.world()
     if comm.Get_rank() != 0:
         return 0
@@ -157,10 +167,11 @@ def _search(args: argparse.Namespace) -> int:
 
         summary["recall"] = recall_at_k(i, ds.neighbors, args.k)
     if args.out:
-        from hpc.io import open_file
-        from mpi4py import MPI
+        from hpc.io import atomic_output, open_file
 
-        with open_file(args.out, "w", comm=MPI.COMM_SELF) as f:
+        from hpc.comm import self_comm
+
+        with atomic_output(args.out) as tmp, open_file(tmp, "w", comm=self_comm()) as f:
             f.create_dataset("distances", data=d)
             f.create_dataset("ids", data=i)
     if args.json:
