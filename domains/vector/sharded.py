@@ -1,10 +1,10 @@
 """An index sharded over MPI ranks: every rank holds a shard, queries go to all, the per-rank
 top-k lists are merged into the global top-k.
 
-Every data path is buffer-based (upper-case mpi4py calls): training samples are gathered with
-``Gatherv``, trained state and queries broadcast with ``Bcast``, and the per-rank results
-merged up a binomial tree of ``Send``/``Recv`` of the ``(nq, k)`` distance and id arrays
-(ties of distance go to the smaller id, as within one index), then broadcast. Results equal
+Arrays move with :mod:`hpc.collectives` (raw buffers, nothing pickled): training samples are
+gathered to rank 0, trained state and queries broadcast, and the per-rank results merged up a
+binomial tree of the ``(nq, k)`` distance and id arrays (:func:`hpc.collectives.merge_topk`;
+ties of distance go to the smaller id, as within one index), then broadcast. Results equal
 those of one index holding all the data: the training sample is the same rows in rank order,
 default ids are global row numbers, and the selection does not depend on which rank holds a
 row.
@@ -15,8 +15,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
 
+from hpc.collectives import (
+    allgather_object,
+    allreduce,
+    bcast_array,
+    bcast_object,
+    gather_rows,
+    merge_topk,
+    row_counts,
+)
 from hpc.comm import resolve_comm
 
 from . import _kernels as K
@@ -24,21 +32,6 @@ from ._base import VectorIndex, check_k
 from .ivf import _IVF, IVFPQIndex
 
 __all__ = ["ShardedIndex"]
-
-
-def _bcast_array(comm: Any, a: np.ndarray | None, dtype: Any, root: int = 0) -> np.ndarray:
-    """Broadcast an array of known dtype: its shape first (int64), then the data."""
-    ndim = np.array([a.ndim if comm.Get_rank() == root and a is not None else 0], np.int64)
-    comm.Bcast(ndim, root=root)
-    shape = np.array(a.shape if comm.Get_rank() == root and a is not None else [0] * ndim[0])
-    shape = np.ascontiguousarray(shape, dtype=np.int64)
-    comm.Bcast(shape, root=root)
-    if comm.Get_rank() == root and a is not None:
-        buf = np.ascontiguousarray(a, dtype=dtype)
-    else:
-        buf = np.empty(tuple(int(s) for s in shape), dtype=dtype)
-    comm.Bcast(buf, root=root)
-    return buf
 
 
 class ShardedIndex:
@@ -63,7 +56,7 @@ class ShardedIndex:
             raise ValueError(f"index: expected a vector index, got {type(index).__name__}")
         self.comm = resolve_comm(comm)
         self.local = index
-        kinds = self.comm.allgather(index.kind)  # small metadata, once
+        kinds = allgather_object(index.kind, self.comm)  # small metadata, once
         if len(set(kinds)) != 1:
             raise ValueError(f"ShardedIndex: ranks hold different index types {kinds}")
 
@@ -78,9 +71,7 @@ class ShardedIndex:
     @property
     def ntotal(self) -> int:
         """Collective. Vectors over all shards."""
-        out = np.zeros(1, np.int64)
-        self.comm.Allreduce(np.array([self.local.ntotal], np.int64), out, op=MPI.SUM)
-        return int(out[0])
+        return int(allreduce(int(self.local.ntotal), "sum", self.comm))
 
     def _raw(self, x: Any, what: str) -> np.ndarray:
         """Checked float32 rows, not yet normalised (the shard's own calls normalise)."""
@@ -93,25 +84,25 @@ class ShardedIndex:
         comm, root = self.comm, 0
         if not isinstance(self.local, _IVF):
             return
-        a = self._raw(x, "training vectors")
-        counts = np.empty(comm.Get_size(), np.int64)
-        comm.Allgather(np.array([a.shape[0]], np.int64), counts)
-        full = np.empty((int(counts.sum()), self.dim), np.float32) if comm.rank == root else None
-        comm.Gatherv(a, (full, counts * self.dim) if comm.rank == root else None, root=root)
+        full = gather_rows(self._raw(x, "training vectors"), root, comm)
         error = None
         if comm.rank == root:
             try:
                 self.local.train(full)
             except ValueError as exc:
                 error = str(exc)
-        error = comm.bcast(error, root=root)
+        error = bcast_object(error, root, comm)
         if error:
             raise ValueError(error)
-        self.local.centroids = _bcast_array(comm, self.local.centroids, np.float32, root)
+        self.local.centroids = bcast_array(self._on_root(self.local.centroids), root, comm)
         self.local._dev.clear()
         if isinstance(self.local, IVFPQIndex):
-            self.local.codebooks = _bcast_array(comm, self.local.codebooks, np.float32, root)
+            self.local.codebooks = bcast_array(self._on_root(self.local.codebooks), root, comm)
             self.local._precompute()
+
+    def _on_root(self, a: Any, root: int = 0) -> Any:
+        """``a`` as float32 on ``root``, None elsewhere (what :func:`bcast_array` sends)."""
+        return np.ascontiguousarray(a, dtype=np.float32) if self.comm.rank == root else None
 
     def add(self, x: Any, ids: Any = None) -> np.ndarray:
         """Collective. Every rank adds its rows; default ids number the rows globally (rank 0's
@@ -119,20 +110,16 @@ class ShardedIndex:
         comm = self.comm
         a = self._raw(x, "vectors")
         if ids is None:
-            counts = np.empty(comm.Get_size(), np.int64)
-            comm.Allgather(np.array([a.shape[0]], np.int64), counts)
-            top = np.zeros(1, np.int64)
+            counts = row_counts(a.shape[0], comm)
             mine = int(self.local._ids.max()) + 1 if self.local.ntotal else 0
-            comm.Allreduce(np.array([mine], np.int64), top, op=MPI.MAX)
-            start = int(top[0]) + int(counts[: comm.rank].sum())
+            top = allreduce(mine, "max", comm)
+            start = int(top) + int(counts[: comm.rank].sum())
             ids = np.arange(start, start + a.shape[0], dtype=np.int64)
         return self.local.add(a, ids)
 
     def remove(self, ids: Any) -> int:
         """Collective. Remove these ids from whichever shard holds them; the total removed."""
-        out = np.zeros(1, np.int64)
-        self.comm.Allreduce(np.array([self.local.remove(ids)], np.int64), out, op=MPI.SUM)
-        return int(out[0])
+        return int(allreduce(int(self.local.remove(ids)), "sum", self.comm))
 
     def search(
         self, queries: Any, k: int, root: int = 0, **params: Any
@@ -147,7 +134,7 @@ class ShardedIndex:
         q = None
         if comm.rank == root:
             q = self._raw(queries, "queries")
-        q = _bcast_array(comm, q, np.float32, root)
+        q = bcast_array(q, root, comm)
         rerank = params.get("rerank")
         if isinstance(self.local, IVFPQIndex) and rerank:
             # the single-index semantics: the global best max(k, rerank) by PQ estimate,
@@ -163,31 +150,10 @@ class ShardedIndex:
 
     def _merged(self, d: np.ndarray, i: np.ndarray, root: int) -> tuple[np.ndarray, np.ndarray]:
         """Collective. The global merge of every rank's sorted lists, on every rank."""
-        d, i = self._tree_merge(np.ascontiguousarray(d), np.ascontiguousarray(i), root)
-        self.comm.Bcast(d, root=root)
-        self.comm.Bcast(i, root=root)
-        return d, i
-
-    def _tree_merge(self, d: np.ndarray, i: np.ndarray, root: int) -> tuple[np.ndarray, ...]:
-        """Binomial-tree reduction of sorted top-k lists onto ``root``."""
-        comm = self.comm
-        size = comm.Get_size()
-        rel = (comm.rank - root) % size
         ascending = self.metric == "l2"
-        step = 1
-        bd, bi = np.empty_like(d), np.empty_like(i)
-        while step < size:
-            if rel % (2 * step) == 0:
-                src = rel + step
-                if src < size:
-                    peer = (src + root) % size
-                    comm.Recv(bd, source=peer, tag=11)
-                    comm.Recv(bi, source=peer, tag=12)
-                    d, i = K.merge_sorted(d, i, bd, bi, ascending)
-            elif rel % (2 * step) == step:
-                peer = (rel - step + root) % size
-                comm.Send(d, dest=peer, tag=11)
-                comm.Send(i, dest=peer, tag=12)
-                break
-            step *= 2
-        return d, i
+
+        def merge(d1, i1, d2, i2):
+            return K.merge_sorted(d1, i1, d2, i2, ascending)
+
+        d, i = merge_topk(d, i, root, self.comm, merge)
+        return bcast_array(d, root, self.comm), bcast_array(i, root, self.comm)
