@@ -23,8 +23,10 @@ __all__ = [
     "allgather_object",
     "allgather_rows",
     "allreduce",
+    "barrier",
     "bcast_array",
     "bcast_object",
+    "gather_object",
     "gather_rows",
     "merge_topk",
     "row_counts",
@@ -37,6 +39,20 @@ def _like(template: Any, host: np.ndarray) -> Any:
     """``host`` on the device ``template`` lives on (the host when it is a NumPy array)."""
     xp = array_module(template)
     return host if xp is np else xp.asarray(host)
+
+
+def barrier(comm: Any = None) -> None:
+    """Collective. Wait until every rank of ``comm`` arrives (before timing a phase)."""
+    comm = resolve_comm(comm)
+    if comm.Get_size() > 1:
+        comm.Barrier()
+
+
+def gather_object(value: Any, root: int = 0, comm: Any = None) -> list[Any] | None:
+    """Collective. Every rank's small Python value, in rank order, on ``root``; None
+    elsewhere."""
+    comm = resolve_comm(comm)
+    return [value] if comm.Get_size() == 1 else comm.gather(value, root=root)
 
 
 def bcast_object(value: Any, root: int = 0, comm: Any = None) -> Any:

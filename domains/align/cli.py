@@ -126,7 +126,9 @@ def _finish(args: argparse.Namespace, comm: Any, rows: dict[str, Any], q, t) -> 
             {k: v[i].item() if hasattr(v[i], "item") else v[i] for k, v in rows.items()}
             for i in range(rows["score"].size)
         ]
-        everyone = comm.gather(mine, root=0)
+        from hpc.collectives import gather_object
+
+        everyone = gather_object(mine, 0, comm)
         if comm.rank == 0:
             allrows = [r for part in everyone for r in part]
             if args.sam:

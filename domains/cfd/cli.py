@@ -212,7 +212,9 @@ def _report(case: Any, args: argparse.Namespace, rank0: bool) -> None:
         exact = case.analytic_profile()
         num = float(((u[0] - exact[None, :]) ** 2).sum())
         den = float(np.broadcast_to(exact[None, :] ** 2, u[0].shape).sum())
-        num, den = case.comm.allreduce(num), case.comm.allreduce(den)
+        from hpc.collectives import allreduce
+
+        num, den = allreduce(num, "sum", case.comm), allreduce(den, "sum", case.comm)
         if rank0:
             print(f"Poiseuille profile: relative L2 error {math.sqrt(num / den):.3e}")
     elif args.case == "cavity" and case.dim == 2:

@@ -249,9 +249,10 @@ def write_index_file(
 def read_index_file(path: str | os.PathLike[str]) -> tuple[str, int, str, dict, dict]:
     """Local. ``(kind, dim, metric, params, state)`` of an index file, checked."""
     from hpc.io import LayoutMismatchError, open_file
-    from mpi4py import MPI
 
-    with open_file(path, "r", comm=MPI.COMM_SELF) as f:
+    from hpc.comm import self_comm
+
+    with open_file(path, "r", comm=self_comm()) as f:
         if "hpc_vector_index" not in f.attrs:
             raise LayoutMismatchError(
                 "not a vector index file (no 'hpc_vector_index' attribute)", path=str(path)

@@ -193,7 +193,7 @@ def _params(index: Any, nprobe: int | None, rerank: int | None) -> dict[str, Any
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from mpi4py import MPI
+    from hpc.collectives import allreduce, barrier
 
     from .datasets import recall_at_k
     from .flat import FlatIndex
@@ -211,19 +211,19 @@ def _eval(args: argparse.Namespace) -> int:
         truth.add(ds.train)
         _, ds.neighbors = truth.search(ds.test, args.k)
     index = ShardedIndex(_make_index(args, dim, ds.metric), comm)
-    comm.Barrier()
+    barrier(comm)
     t0 = time.perf_counter()
     index.train(ds.train)
     index.add(ds.train)
-    build = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    build = allreduce(time.perf_counter() - t0, "max", comm)
     rows = []
     for nprobe in sweep if args.kind != "flat" else [None]:
         params = _params(index.local, nprobe, args.rerank)
         index.search(ds.test[: min(10, len(ds.test))], args.k, **params)  # compile, warm
-        comm.Barrier()
+        barrier(comm)
         t0 = time.perf_counter()
         _, found = index.search(ds.test, args.k, **params)
-        seconds = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        seconds = allreduce(time.perf_counter() - t0, "max", comm)
         rows.append(
             {
                 "nprobe": nprobe,

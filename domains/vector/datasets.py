@@ -174,11 +174,12 @@ def write_ann_hdf5(path: str | os.PathLike[str], ds: Dataset) -> None:
     """Local. Write ``ds`` in the ann-benchmarks layout (distances converted to its
     convention: Euclidean, or ``1 - cos`` for ``angular``)."""
     from hpc.io import open_file
-    from mpi4py import MPI
+
+    from hpc.comm import self_comm
 
     if ds.metric not in ("l2", "cosine"):
         raise ValueError(f"metric={ds.metric!r}: the ann-benchmarks layout has euclidean/angular")
-    with open_file(path, "w", comm=MPI.COMM_SELF) as f:
+    with open_file(path, "w", comm=self_comm()) as f:
         f.attrs["distance"] = "euclidean" if ds.metric == "l2" else "angular"
         f.attrs["dimension"] = ds.train.shape[1]
         f.attrs["point_type"] = "float"
@@ -196,9 +197,10 @@ def read_ann_hdf5(path: str | os.PathLike[str], rows: slice | None = None) -> Da
     shard); distances come back in this library's convention (squared L2, or cosine
     similarity for ``angular``)."""
     from hpc.io import LayoutMismatchError, open_file
-    from mpi4py import MPI
 
-    with open_file(path, "r", comm=MPI.COMM_SELF) as f:
+    from hpc.comm import self_comm
+
+    with open_file(path, "r", comm=self_comm()) as f:
         missing = [n for n in ("train", "test") if n not in f]
         if missing:
             raise LayoutMismatchError(f"not an ann-benchmarks file: no {missing}", path=str(path))
@@ -220,9 +222,10 @@ def read_ann_hdf5(path: str | os.PathLike[str], rows: slice | None = None) -> Da
 def ann_train_size(path: str | os.PathLike[str]) -> int:
     """Local. Rows of ``train`` in an ann-benchmarks file."""
     from hpc.io import LayoutMismatchError, open_file
-    from mpi4py import MPI
 
-    with open_file(path, "r", comm=MPI.COMM_SELF) as f:
+    from hpc.comm import self_comm
+
+    with open_file(path, "r", comm=self_comm()) as f:
         train = f.get("train")
         if not isinstance(train, h5py.Dataset) or train.ndim != 2:
             raise LayoutMismatchError(
