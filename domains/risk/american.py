@@ -1,11 +1,13 @@
 """American and Bermudan options by Longstaff-Schwartz least-squares Monte Carlo.
 
-Exercise dates ``T/n .. T``; at each date, from the last backwards, the discounted cash flow
-of the in-the-money paths is regressed on a polynomial in ``S/K`` (degree ``degree``) and a
-path exercises where the payoff beats the fitted continuation value. The price is the mean
-discounted cash flow (not below immediate exercise). Paths use ``RandomStreams(seed, stream)``
-by path index, as the other engines. Known biases: with ``n`` dates the contract is Bermudan
-(below the American price by O(1/n)); the in-sample regression adds a small upward bias.
+Exercise today and at the dates ``T/n .. T`` (the Bermudan with exercise dates
+``0, T/n, .., T``). At each date, from the last backwards, the discounted cash flow of the
+in-the-money paths is regressed on a polynomial in ``S/K`` (degree ``degree``) and a path
+exercises where the payoff beats the fitted continuation value. The price is the mean
+discounted cash flow, or the immediate payoff where that is larger (exercise today). Paths
+use ``RandomStreams(seed, stream)`` by path index, as the other engines. Known biases: with
+``n`` dates the contract is Bermudan (below the American price by O(1/n)); the fitted rule is
+suboptimal (low); the in-sample regression adds a small upward bias.
 """
 
 from __future__ import annotations
@@ -19,22 +21,21 @@ import numpy as np
 from hpc.rng import RandomStreams
 
 from .engine import PriceResult
-from .instruments import GBM, _Option
+from .instruments import GBM, _Option, _whole
 
 __all__ = ["American", "american_lsm"]
 
 
 @dataclass(frozen=True)
 class American(_Option):
-    """American call or put, exercisable at ``exercises`` equally spaced dates (Bermudan)."""
+    """American call or put, exercisable now and at ``exercises`` equally spaced dates
+    ``T/n .. T`` (Bermudan)."""
 
     exercises: int = 100
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if int(self.exercises) != self.exercises or self.exercises < 1:
-            raise ValueError(f"exercises={self.exercises!r}: must be a whole number >= 1")
-        object.__setattr__(self, "exercises", int(self.exercises))
+        object.__setattr__(self, "exercises", _whole("exercises", self.exercises))
 
     @property
     def steps(self) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+from pathlib import Path
 from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
@@ -50,6 +52,26 @@ def add_parser(sub: Any) -> None:
     v.set_defaults(func=_var)
 
 
+def _count(option: str, value: float, minimum: int) -> int:
+    """A whole-number option (given as a float, ``1e6``) checked before any work starts."""
+    if not math.isfinite(value) or value != int(value) or value < minimum:
+        raise on_all_ranks(UsageError(f"{option} {value:g}: expected a whole number >= {minimum}"))
+    return int(value)
+
+
+def _check_out(out: str | None) -> None:
+    """Refuse an output path that cannot be written before computing anything (so a bad
+    ``--out`` costs nothing and leaves nothing behind)."""
+    if out is None:
+        return
+    path = Path(out)
+    if path.is_dir():
+        raise on_all_ranks(UsageError(f"--out {out}: is a directory"))
+    parent = path.parent
+    if not parent.is_dir():
+        raise on_all_ranks(UsageError(f"--out {out}: no such directory {str(parent)!r}"))
+
+
 def _price(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -62,6 +84,9 @@ def _price(args: argparse.Namespace) -> int:
         book = load_portfolio(args.portfolio)
     except PortfolioError as exc:  # every rank reads the same file
         raise on_all_ranks(exc) from None
+    lsm = any(isinstance(option, American) for option in book.instruments)
+    args.paths = _count("--paths", args.paths, 10 if lsm else 2)
+    _check_out(args.out)
     rows: list[dict[str, Any]] = []
     for i, (name, option) in enumerate(zip(book.names, book.instruments, strict=True)):
         if isinstance(option, American):
@@ -144,6 +169,13 @@ def _var(args: argparse.Namespace) -> int:
         market, positions = load_book(args.book)
     except PortfolioError as exc:  # every rank reads the same file
         raise on_all_ranks(exc) from None
+    if not (math.isfinite(args.horizon_days) and args.horizon_days > 0):
+        raise on_all_ranks(UsageError(f"--horizon-days {args.horizon_days:g}: must be > 0"))
+    for option, level in (("--var-level", args.var_level), ("--es-level", args.es_level)):
+        if not 0.5 < level < 1:
+            raise on_all_ranks(UsageError(f"{option} {level:g}: must lie in (0.5, 1)"))
+    if args.method == "mc":
+        args.scenarios = _count("--scenarios", args.scenarios, 1)
     horizon = args.horizon_days / 250.0
     levels = dict(var_level=args.var_level, es_level=args.es_level)
     if args.method == "mc":
@@ -164,6 +196,14 @@ def _var(args: argparse.Namespace) -> int:
 
         file, table = args.returns.rsplit(":", 1)
         columns = read_table(file, table)
+        if not columns:
+            raise UsageError(f"--returns {args.returns}: the table has no columns")
+        for name, column in columns.items():
+            if np.asarray(column).dtype.kind not in "iuf":
+                raise UsageError(
+                    f"--returns {args.returns}: column {name!r} is not numeric "
+                    f"({np.asarray(column).dtype})"
+                )
         returns = np.column_stack([np.asarray(c, dtype=np.float64) for c in columns.values()])
         res = historical_var(market, positions, returns, horizon, **levels)
     if comm.rank == 0:

@@ -10,8 +10,20 @@ __all__ = ["GBM", "Heston", "European", "AsianArithmetic", "AsianGeometric", "Ba
 BGK_BETA = 0.5825971579390106  # -zeta(1/2) / sqrt(2 pi): Broadie-Glasserman-Kou
 
 
+def _number(name: str, value: object) -> float:
+    """``value`` as a float, or a ValueError naming the field (a bool is not a number)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name}={value!r}: expected a number, got a bool")
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"{name}={value!r}: expected a number, got {type(value).__name__}"
+        ) from None
+
+
 def _positive(name: str, value: float, allow_zero: bool = False) -> float:
-    v = float(value)
+    v = _number(name, value)
     if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name}={value!r}: must be finite and {bound}")
@@ -19,14 +31,28 @@ def _positive(name: str, value: float, allow_zero: bool = False) -> float:
 
 
 def _finite(name: str, value: float) -> float:
-    v = float(value)
+    v = _number(name, value)
     if not math.isfinite(v):
         raise ValueError(f"{name}={value!r}: must be finite")
     return v
 
 
+def _whole(name: str, value: object, minimum: int = 1) -> int:
+    """``value`` as an int ``>= minimum``, or a ValueError naming the field."""
+    v = _number(name, value)
+    if not math.isfinite(v) or v != int(v) or v < minimum:
+        raise ValueError(f"{name}={value!r}: must be a whole number >= {minimum}")
+    return int(v)
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":  # numpy's bool
+        raise ValueError(f"{name}={value!r}: expected true or false")
+    return bool(value)
+
+
 def _kind(value: str) -> str:
-    if value not in ("call", "put"):
+    if not isinstance(value, str) or value not in ("call", "put"):
         raise ValueError(f"kind={value!r}: expected 'call' or 'put'")
     return value
 
@@ -83,9 +109,7 @@ class _Asian(_Option):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if int(self.fixings) != self.fixings or self.fixings < 1:
-            raise ValueError(f"fixings={self.fixings!r}: must be a whole number >= 1")
-        object.__setattr__(self, "fixings", int(self.fixings))
+        object.__setattr__(self, "fixings", _whole("fixings", self.fixings))
 
     @property
     def steps(self) -> int:
@@ -122,13 +146,16 @@ class Barrier(_Option):
     def __post_init__(self) -> None:
         super().__post_init__()
         object.__setattr__(self, "barrier", _positive("barrier", self.barrier))
-        if self.direction not in ("up", "down"):
+        if not isinstance(self.direction, str) or self.direction not in ("up", "down"):
             raise ValueError(f"direction={self.direction!r}: expected 'up' or 'down'")
-        if self.knock not in ("in", "out"):
+        if not isinstance(self.knock, str) or self.knock not in ("in", "out"):
             raise ValueError(f"knock={self.knock!r}: expected 'in' or 'out'")
-        if int(self.monitoring) != self.monitoring or self.monitoring < 1:
-            raise ValueError(f"monitoring={self.monitoring!r}: must be a whole number >= 1")
-        object.__setattr__(self, "monitoring", int(self.monitoring))
+        object.__setattr__(self, "monitoring", _whole("monitoring", self.monitoring))
+        object.__setattr__(
+            self,
+            "continuity_correction",
+            _flag("continuity_correction", self.continuity_correction),
+        )
 
     @property
     def steps(self) -> int:
@@ -168,5 +195,4 @@ class Heston:
             raise ValueError(f"rho={self.rho!r}: must lie in [-1, 1]")
         object.__setattr__(self, "rate", _finite("rate", self.rate))
         object.__setattr__(self, "dividend", _finite("dividend", self.dividend))
-        if int(self.steps_per_year) != self.steps_per_year or self.steps_per_year < 1:
-            raise ValueError(f"steps_per_year={self.steps_per_year!r}: a whole number >= 1")
+        object.__setattr__(self, "steps_per_year", _whole("steps_per_year", self.steps_per_year))

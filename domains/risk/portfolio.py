@@ -49,7 +49,20 @@ class Portfolio:
 
 
 def _read(path: Path) -> Any:
-    text = path.read_text()
+    """The parsed file; a missing, unreadable, non-text or malformed file is a PortfolioError
+    naming it."""
+    if path.is_dir():
+        raise PortfolioError(f"{path}: is a directory, not a file")
+    if not path.is_file():
+        raise PortfolioError(f"{path}: no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PortfolioError(f"{path}: not a UTF-8 text file ({exc.reason})") from None
+    except OSError as exc:
+        raise PortfolioError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    if not text.strip():
+        raise PortfolioError(f"{path}: the file is empty")
     if path.suffix.lower() in (".yaml", ".yml"):
         import yaml
 
@@ -63,8 +76,14 @@ def _read(path: Path) -> Any:
         raise PortfolioError(f"{path}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
 
 
-def _build(cls: Any, spec: dict[str, Any], where: str) -> Any:
+def _build(cls: Any, spec: Any, where: str) -> Any:
     known = {f.name for f in fields(cls)}
+    if not isinstance(spec, dict):
+        raise PortfolioError(
+            f"{where}: expected an object with fields {sorted(known)}, got {type(spec).__name__}"
+        )
+    if not all(isinstance(key, str) for key in spec):
+        raise PortfolioError(f"{where}: field names must be strings, got {sorted(map(str, spec))}")
     unknown = sorted(set(spec) - known)
     if unknown:
         raise PortfolioError(
@@ -79,12 +98,10 @@ def _build(cls: Any, spec: dict[str, Any], where: str) -> Any:
 def load_portfolio(path: str | Path) -> Portfolio:
     """Read and validate a portfolio file (``.json``, ``.yaml`` or ``.yml``)."""
     path = Path(path)
-    if not path.is_file():
-        raise PortfolioError(f"{path}: no such file")
     data = _read(path)
     if not isinstance(data, dict) or "model" not in data or "instruments" not in data:
         raise PortfolioError(f"{path}: expected an object with 'model' and 'instruments'")
-    model = _build(GBM, dict(data["model"]), f"{path}: model")
+    model = _build(GBM, data["model"], f"{path}: model")
     items = data["instruments"]
     if not isinstance(items, list) or not items:
         raise PortfolioError(f"{path}: 'instruments' must be a non-empty list")
@@ -95,9 +112,12 @@ def load_portfolio(path: str | Path) -> Portfolio:
             raise PortfolioError(f"{where}: expected an object")
         spec = dict(raw)
         kind = spec.pop("type", None)
-        if kind not in TYPES:
+        if not isinstance(kind, str) or kind not in TYPES:
             raise PortfolioError(f"{where}: type={kind!r}; expected one of {sorted(TYPES)}")
-        name = str(spec.pop("name", f"{kind}-{i}"))
+        name = spec.pop("name", f"{kind}-{i}")
+        if not isinstance(name, str | int | float) or isinstance(name, bool):
+            raise PortfolioError(f"{where}: name={name!r}; expected a string")
+        name = str(name)
         where = f"{where} ({name})"
         names.append(name)
         instruments.append(_build(TYPES[kind], spec, where))
@@ -118,12 +138,10 @@ def load_book(path: str | Path) -> tuple[Any, list[Any]]:
     from .var import Market, Position
 
     path = Path(path)
-    if not path.is_file():
-        raise PortfolioError(f"{path}: no such file")
     data = _read(path)
     if not isinstance(data, dict) or "market" not in data or "positions" not in data:
         raise PortfolioError(f"{path}: expected an object with 'market' and 'positions'")
-    market = _build(Market, dict(data["market"]), f"{path}: market")
+    market = _build(Market, data["market"], f"{path}: market")
     items = data["positions"]
     if not isinstance(items, list) or not items:
         raise PortfolioError(f"{path}: 'positions' must be a non-empty list")
@@ -135,7 +153,7 @@ def load_book(path: str | Path) -> tuple[Any, list[Any]]:
         spec = dict(raw)
         option = spec.pop("option", None)
         if option is not None:
-            spec["option"] = _build(European, dict(option), f"{where}.option")
+            spec["option"] = _build(European, option, f"{where}.option")
         pos = _build(Position, spec, where)
         if not 0 <= int(pos.asset) < len(market.spots):
             raise PortfolioError(

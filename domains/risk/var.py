@@ -20,7 +20,21 @@ from scipy import special
 from hpc.rng import RandomStreams
 from hpc.run import map_blocks
 
-from .instruments import European, _finite, _positive
+from .instruments import European, _finite, _positive, _whole
+
+
+def _floats(name: str, value: Any) -> np.ndarray:
+    """``value`` as a float64 array, or a ValueError naming the field."""
+    if value is None or isinstance(value, str | bytes | dict):
+        raise ValueError(f"{name}={value!r}: expected numbers")
+    try:
+        out = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={value!r}: expected numbers") from None
+    if out.dtype.kind == "b" or np.asarray(value).dtype.kind == "b":
+        raise ValueError(f"{name}={value!r}: expected numbers, got bools")
+    return out
+
 
 __all__ = ["Market", "Position", "RiskResult", "monte_carlo_var", "historical_var", "tail_risk"]
 
@@ -38,10 +52,13 @@ class Market:
     dividends: Any = None
 
     def __post_init__(self) -> None:
-        spots = np.asarray(self.spots, dtype=np.float64).ravel()
-        vols = np.asarray(self.vols, dtype=np.float64).ravel()
+        spots = _floats("spots", self.spots).ravel()
+        vols = _floats("vols", self.vols).ravel()
         d = len(spots)
-        divs = np.zeros(d) if self.dividends is None else np.asarray(self.dividends, float).ravel()
+        if d == 0:
+            raise ValueError("spots: need at least one asset")
+        divs = np.zeros(d) if self.dividends is None else _floats("dividends", self.dividends)
+        divs = divs.ravel()
         for name, v in (("spots", spots), ("vols", vols), ("dividends", divs)):
             if len(v) != d:
                 raise ValueError(f"{name}: {len(v)} values for {d} assets")
@@ -51,7 +68,7 @@ class Market:
             raise ValueError(f"spots: must be > 0, got {spots.tolist()}")
         if (vols < 0).any():
             raise ValueError(f"vols: must be >= 0, got {vols.tolist()}")
-        corr = np.asarray(self.correlation, dtype=np.float64)
+        corr = _floats("correlation", self.correlation)
         if corr.shape != (d, d):
             raise ValueError(f"correlation: shape {corr.shape}, expected ({d}, {d})")
         if not np.isfinite(corr).all() or not np.allclose(corr, corr.T, atol=1e-12):
@@ -83,6 +100,12 @@ class Position:
     asset: int
     quantity: float
     option: European | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "asset", _whole("asset", self.asset, minimum=0))
+        object.__setattr__(self, "quantity", _finite("quantity", self.quantity))
+        if self.option is not None and not isinstance(self.option, European):
+            raise ValueError(f"option: expected a European option, got {self.option!r}")
 
 
 @dataclass(frozen=True)

@@ -72,10 +72,14 @@ class Catalog:
             else:
                 continue
             name = entry.stem if entry.is_file() else entry.name
-            schema = pq.read_schema(files[0])
+            try:
+                schema = pq.read_schema(files[0])
+                rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+            except (OSError, ValueError) as exc:  # Arrow's errors: empty, truncated, not Parquet
+                raise SQLError(f"{entry}: not a readable Parquet file ({exc})") from None
             cat._parquet[name] = files
             cat._kinds[name] = {f.name: _arrow_kind(f.type) for f in schema}
-            cat._rows[name] = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+            cat._rows[name] = rows
         if not cat._kinds:
             raise SQLError(f"{root}: no Parquet tables (<name>.parquet or <name>/*.parquet)")
         return cat
@@ -110,6 +114,8 @@ class Catalog:
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Catalog:
         """A directory of Parquet files, or an HDF5 file."""
+        if not Path(path).exists():
+            raise SQLError(f"{path}: no such directory of Parquet tables or HDF5 file")
         return cls.from_directory(path) if Path(path).is_dir() else cls.from_hdf5(path)
 
     def register(self, name: str, table: Table, comm: Any = None) -> None:
@@ -234,8 +240,9 @@ def _concat(parts: list[Table], comm: Any) -> Table:
         dictionary = first.dictionary
         if first.kind == "string":  # parts read separately: one dictionary for all
             dictionary = strings.merge([p[name].dictionary for p in parts])
-            values = np.concatenate([
-                strings.remap(p[name].dictionary, dictionary)[p[name].values] for p in parts
+            values = np.concatenate([  # a part without entries has only nulls: code 0
+                strings.remap(p[name].dictionary, dictionary)[p[name].values]
+                if len(p[name].dictionary) else np.zeros(len(p[name]), np.int32) for p in parts
             ])
         else:
             values = np.concatenate([p[name].values for p in parts])

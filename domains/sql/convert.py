@@ -36,13 +36,18 @@ def convert(source: str | os.PathLike[str], out: str | os.PathLike[str],
     Raises
     ------
     SQLError
-        If ``source`` holds no Parquet tables, or a column has nulls.
+        If ``source`` holds no Parquet tables, or a column has nulls; if ``out`` is a
+        directory or its directory does not exist (nothing is written).
     """
     from hpc.io import write_table
 
     comm = resolve_comm(comm)
     catalog = Catalog.from_directory(source)
     out = Path(out)
+    if out.is_dir():  # checked before anything is written: every rank sees the same
+        raise SQLError(f"{out}: is a directory, not an HDF5 file to write")
+    if not out.parent.is_dir():
+        raise SQLError(f"{out}: no such directory {str(out.parent)!r} to write into")
     partial = out.with_name(out.name + ".partial")
     try:
         for name in catalog.tables:

@@ -439,7 +439,11 @@ def _key_arrays(x: Column, y: Column) -> tuple[np.ndarray, np.ndarray]:
         xp = array_module(x.values)
         rx = xp.asarray(strings.remap(x.dictionary, merged).astype(np.int64))
         ry = xp.asarray(strings.remap(y.dictionary, merged).astype(np.int64))
-        return rx[x.values], ry[y.values]
+
+        def codes(remap: Any, values: Any) -> Any:  # no entries: every row a null, code any
+            return remap[values] if len(remap) else xp.zeros(len(values), np.int64)
+
+        return codes(rx, x.values), codes(ry, y.values)
     if x.kind == "string" or y.kind == "string" or (x.kind == "date") != (y.kind == "date"):
         raise UnsupportedSQL(f"join keys of kinds {x.kind} and {y.kind}: numbers, dates or "
                              "strings on both sides")

@@ -26,7 +26,8 @@ from .errors import SQLError, UnsupportedSQL, describe, position
 from .fused_arith import fused_arithmetic
 from .table import Column, gather_rows
 
-__all__ = ["Frame", "InSet", "Value", "evaluate", "column_key", "to_column", "predicate_mask"]
+__all__ = ["Frame", "InSet", "Value", "evaluate", "column_key", "to_column", "predicate_mask",
+           "membership"]
 
 _EPOCH = dt.date(1970, 1, 1)
 
@@ -66,9 +67,14 @@ class Value:
 
 
 class InSet(exp.Expression):
-    """``this`` is in a set of values a subquery computed (``meta["values"]``: strings for
-    a string column, else numbers or int32 days); with ``meta["exists"]`` a null ``this``
-    gives false (EXISTS semantics) rather than null (IN semantics)."""
+    """``this`` is in a set of values a subquery computed (``meta["values"]``: its distinct
+    non-null values, strings for a string column, else numbers or int32 days).
+
+    IN semantics (SQL's three-valued logic): ``meta["has_null"]`` says the set also holds a
+    NULL and ``meta["empty"]`` that it holds no row at all; ``x IN <empty>`` is false even for
+    a null ``x``, otherwise a null ``x``, or a value not found in a set holding a NULL, gives
+    null (so ``NOT IN`` keeps neither). With ``meta["exists"]`` (a semi join from EXISTS) a
+    null ``this`` gives false and a miss is false."""
 
     arg_types = {"this": True}
 
@@ -107,7 +113,22 @@ def _in_set(node: InSet, frame: Frame) -> Value:
         hit = np.isin(v.values, values)
     if node.meta.get("exists"):
         return Value(hit if v.valid is None else hit & v.valid, "bool")
-    return Value(hit, "bool", valid=v.valid)
+    return membership(hit, v.valid, bool(node.meta.get("has_null")),
+                      bool(node.meta.get("empty", False)))
+
+
+def membership(hit: Any, valid: Any, has_null: bool, empty: bool) -> Value:
+    """``x IN (set)`` under three-valued logic from ``hit`` (``x`` equals a non-null member;
+    read only where ``x`` is ``valid``, None: everywhere): false for an ``empty`` set (a null
+    ``x`` included), true on a hit, null for a null ``x`` or, when the set ``has_null``, a
+    miss (``x = NULL`` is unknown), else false."""
+    if empty:
+        xp = array_module(hit)
+        return Value(xp.zeros(np.shape(hit), bool) if np.ndim(hit) else np.bool_(False), "bool")
+    known_hit = hit if valid is None else hit & valid
+    if has_null:  # only a hit is known: every miss might equal the NULL
+        return Value(known_hit, "bool", valid=known_hit)
+    return Value(known_hit, "bool", valid=valid)
 
 
 def column_key(node: exp.Column) -> str:
@@ -310,6 +331,15 @@ def _arith(node: exp.Binary, frame: Frame) -> Value:
     if fused is not None:
         return fused
     a, b = evaluate(node.this, frame), evaluate(node.expression, frame)
+    if _null_constant(a) or _null_constant(b):  # x op NULL is NULL, of x's kind
+        kind = b.kind if _null_constant(a) and not _null_constant(b) else a.kind
+        kind = "int" if kind == "date" and isinstance(node, exp.Sub) else kind
+        if kind not in ("int", "float", "date") or (kind == "date" and isinstance(
+                node, exp.Mul | exp.Div)):
+            raise SQLError(f"type mismatch: arithmetic on a {kind} value in {describe(node)}")
+        kind = "float" if isinstance(node, exp.Div) else kind
+        zero = np.int32(0) if kind == "date" else np.float64(0) if kind == "float" else np.int64(0)
+        return Value(zero, kind, valid=np.bool_(False))
     valid = _and_valid(a, b)
     if isinstance(node, exp.Sub) and a.kind == b.kind == "date":
         return Value(_astype(a.values, np.int64) - b.values, "int", valid=valid)
@@ -384,9 +414,16 @@ def _merged_codes(a: Value, b: Value) -> tuple[np.ndarray, np.ndarray]:
     return _lookup(ra, a.values), _lookup(rb, b.values)
 
 
+def _null_constant(v: Value) -> bool:
+    """Whether ``v`` is the constant NULL (untyped in SQL: it compares with any kind)."""
+    return v.valid is not None and np.ndim(v.valid) == 0 and not bool(v.valid) and v.scalar
+
+
 def _compare(node: exp.Binary, frame: Frame) -> Value:
     a, b = evaluate(node.this, frame), evaluate(node.expression, frame)
     op = type(node)
+    if _null_constant(a) or _null_constant(b):  # x op NULL is NULL, whatever x's kind
+        return Value(np.bool_(False), "bool", valid=np.bool_(False))
     if b.kind == "string" and a.kind == "text":  # constant on the left: mirror
         mirror = {exp.LT: exp.GT, exp.GT: exp.LT, exp.LTE: exp.GTE, exp.GTE: exp.LTE}
         a, b, op = b, a, mirror.get(op, op)
@@ -417,22 +454,45 @@ def _between(node: exp.Between, frame: Frame) -> Value:
 
 
 def _in(node: exp.In, frame: Frame) -> Value:
+    """``x IN (a, b, ...)``: three-valued like ``x = a OR x = b OR ...`` (a NULL in the
+    list makes a miss null, so ``x NOT IN (1, NULL)`` keeps no row)."""
     if node.args.get("query") is not None:
         raise UnsupportedSQL(f"IN (subquery) is not supported yet: {describe(node)}")
     v = evaluate(node.this, frame)
     items = [evaluate(e, frame) for e in node.expressions]
-    if v.kind == "string":
+    if not all(i.scalar and (i.valid is None or np.ndim(i.valid) == 0) for i in items):
+        # a list with columns: the OR of the equalities, as SQL defines it
+        equal = [exp.EQ(this=node.this.copy(), expression=e.copy()) for e in node.expressions]
+        ors = equal[0]
+        for e in equal[1:]:
+            ors = exp.Or(this=ors, expression=e)
+        return _logic(ors, frame) if len(equal) > 1 else _compare(ors, frame)
+    has_null = any(i.valid is not None and not bool(i.valid) for i in items)
+    items = [i for i in items if i.valid is None or bool(i.valid)]
+    xp = array_module(v.values)
+    if not items:  # only NULLs: no value is known to be in the list
+        hit = xp.zeros(np.shape(v.values), bool) if np.ndim(v.values) else np.bool_(False)
+    elif v.kind == "string":
         if any(i.kind != "text" for i in items):
             raise SQLError(f"type mismatch: IN list of a string column in {describe(node)}")
-        table = strings.isin(v.dictionary, [i.text for i in items])
-        return Value(_lookup(table, v.values), "bool", valid=v.valid)
-    if any(i.kind == "text" for i in items):
-        if v.kind != "date":
-            raise SQLError(f"type mismatch: {v.kind} IN a list of strings in {describe(node)}")
-        items = [Value(np.int32(_days(i.text or "", node)), "date") for i in items]
-    listed = np.asarray([i.values for i in items])
-    xp = array_module(v.values)
-    return Value(xp.isin(v.values, xp.asarray(listed)), "bool", valid=v.valid)
+        hit = _lookup(strings.isin(v.dictionary, [i.text for i in items]), v.values)
+    elif v.kind == "text":
+        if any(i.kind != "text" for i in items):
+            raise SQLError(f"type mismatch: string IN a list of numbers in {describe(node)}")
+        hit = np.bool_(any(i.text == v.text for i in items))
+    else:
+        if any(i.kind == "text" for i in items):
+            if v.kind != "date":
+                raise SQLError(f"type mismatch: {v.kind} IN a list of strings in "
+                               f"{describe(node)}")
+            items = [Value(np.int32(_days(i.text or "", node)), "date") if i.kind == "text"
+                     else i for i in items]
+        if any((i.kind == "date") != (v.kind == "date") for i in items):
+            raise SQLError(f"type mismatch: {v.kind} IN a list of "
+                           f"{'dates' if v.kind != 'date' else 'numbers'} in {describe(node)}")
+        listed = np.asarray([i.values for i in items])
+        hit = xp.isin(v.values, xp.asarray(listed))
+    return membership(hit, v.valid, has_null, False)
 
 
 def _like(node: exp.Like, frame: Frame) -> Value:

@@ -87,11 +87,17 @@ def _constant(table: Table, node: exp.Expression, name: str | None = None) -> ex
 
 
 def _in_set(this: exp.Expression, table: Table, node: exp.Expression, exists: bool) -> InSet:
-    values, _ = _single_column(table, node)
+    """The membership test of ``this`` in the subquery's rows ``table`` (the whole result
+    on every rank: ``run`` gathers it everywhere, so whether it holds a NULL and whether it
+    is empty are the same facts on every rank)."""
+    values, col = _single_column(table, node)
     out = InSet(this=this.copy())
     # numbers go to a hash semi join as they are; strings are matched against a dictionary
     out.meta["values"] = np.unique(values) if values.dtype.kind == "O" else values
     out.meta["exists"] = exists
+    # IN's three-valued logic: a NULL in the set makes a miss unknown, an empty set is false
+    out.meta["has_null"] = len(values) < table.num_rows
+    out.meta["empty"] = table.num_rows == 0
     return out
 
 

@@ -286,7 +286,10 @@ class Table:
         arrays = {}
         for name, c in self.columns.items():
             mask = None if c.valid is None else ~c.valid
-            if c.kind == "string":
+            if c.kind == "string" and len(c) and not len(c.dictionary):
+                # no entries: every row is a null (an outer join's rows of an empty table)
+                arrays[name] = pa.nulls(len(c), pa.string())
+            elif c.kind == "string":
                 arrays[name] = pa.array(
                     c.dictionary[c.values] if len(c) else [], type=pa.string(), mask=mask
                 )
@@ -344,7 +347,10 @@ def _from_arrow_column(name: str, chunked: Any, sort: bool = True,
         return Column(_concat(chunks, 0), "int", None, valid)
     if pa.types.is_floating(t):
         return Column(_concat(chunks, 0), "float", None, valid)
-    raise TypeError(f"column {name!r}: unsupported Arrow type {t}")
+    from .errors import SQLError
+
+    raise SQLError(f"column {name!r}: unsupported type {t} (numbers, decimals, strings, dates "
+                   "and booleans are)")
 
 
 def _plain_words(chunks: list[Any]) -> Any:
@@ -667,6 +673,9 @@ def merge_dictionaries(table: Table, comm: Any) -> Table:
             everyone, base = strings.allgather(comm, c.dictionary)
             merged, code = strings.sort_unique(everyone)
             remap = code[base : base + len(c.dictionary)]
-            c.values = remap[c.values] if len(c) else c.values
+            if len(c) and not len(remap):  # no entries: every row a null, its code any
+                c.values = array_module(c.values).zeros_like(c.values)
+            elif len(c):
+                c.values = remap[c.values]
             c.dictionary = strings.to_numpy(merged)
     return table
