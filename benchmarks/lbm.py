@@ -105,6 +105,8 @@ def lbmpy_kernel(lattice: Any, dtype: Any, omega: float) -> tuple[Any, list[int]
     os.environ.setdefault("OMP_NUM_THREADS", str(numba.get_num_threads()))
     from hpc.backend import gpu_unavailable_reason
 
+    from .fpenv import kept_fp_environment
+
     with _cupy_hidden(gpu_unavailable_reason() is not None):
         import pystencils as ps
         from lbmpy import (
@@ -141,7 +143,8 @@ def lbmpy_kernel(lattice: Any, dtype: Any, omega: float) -> tuple[Any, list[int]
             if target is not None:
                 kc.cpu.vectorize.enable = True
                 kc.cpu.vectorize.assume_inner_stride_one = True
-            kernel = ps.create_kernel(rule, config=kc).compile()
+            with kept_fp_environment():  # its -ffast-math library sets flush-to-zero
+                kernel = ps.create_kernel(rule, config=kc).compile()
             config = f"{label}+openmp"
             break
         except Exception as exc:  # try the next narrower target
