@@ -64,7 +64,7 @@ def map_blocks(
         Number of blocks and values per block.
     executor : {"mpi", "local", "dask"}
         ``"mpi"``: batches dealt round-robin to the ranks of ``comm`` (default: the world
-        communicator), rows gathered on every rank with ``Allgatherv`` (raw buffers).
+        communicator), rows gathered on every rank (:func:`hpc.collectives.allgather_rows`).
         ``"local"``: this process. ``"dask"``: one task per batch on ``scheduler`` (a
         ``distributed.Client``, a scheduler address, or None for a new ``LocalCluster``).
     batch : int, optional
@@ -91,14 +91,15 @@ def map_blocks(
 
 
 def _map_mpi(fn: BlockFn, nblocks: int, width: int, batch: int | None, comm: Any) -> np.ndarray:
-    from mpi4py import MPI
+    from .collectives import allgather_object, allgather_rows
+    from .comm import resolve_comm
+    from .errors import on_all_ranks
 
-    from .comm import world
-
-    comm = comm if comm is not None else world()
+    comm = resolve_comm(comm)
     size, rank = comm.Get_size(), comm.Get_rank()
     batch = batch or max(1, math.ceil(nblocks / size))
-    mine = [b for i, b in enumerate(_batches(nblocks, batch)) if i % size == rank]
+    batches = _batches(nblocks, batch)
+    mine = [b for i, b in enumerate(batches) if i % size == rank]
     local = np.empty((sum(c for _, c in mine), width))
     row = 0
     error = None
@@ -108,23 +109,17 @@ def _map_mpi(fn: BlockFn, nblocks: int, width: int, batch: int | None, comm: Any
             row += count
     except Exception as exc:  # every rank must learn of it, or the others hang in the gather
         error = f"rank {rank}: {type(exc).__name__}: {exc}"
-    errors = [e for e in comm.allgather(error) if e]
+    errors = [e for e in allgather_object(error, comm) if e]
     if errors:
-        raise RuntimeError("map_blocks failed: " + "; ".join(errors))
-    counts = np.array(comm.allgather(local.size), dtype=np.int64)
-    gathered = np.empty(int(counts.sum()))
-    displs = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    comm.Allgatherv(local.ravel(), [gathered, counts, displs, MPI.DOUBLE])
+        raise on_all_ranks(RuntimeError("map_blocks failed: " + "; ".join(errors)))
+    gathered = allgather_rows(local, comm)  # rank 0's batches first, then rank 1's, ...
     # rank r's rows are its round-robin batches, in order: put them back in block order
     out = np.empty((nblocks, width))
+    offset = 0
     for r in range(size):
-        offset = int(displs[r]) // width
-        for i, (first, count) in enumerate(_batches(nblocks, batch)):
-            if i % size == r:
-                out[first : first + count] = gathered[
-                    offset * width : (offset + count) * width
-                ].reshape(count, width)
-                offset += count
+        for first, count in batches[r::size]:
+            out[first : first + count] = gathered[offset : offset + count]
+            offset += count
     return out
 
 

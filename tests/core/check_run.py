@@ -24,9 +24,10 @@ def failing(first, count):
 
 def main() -> int:
     comm = world()
-    for batch in (None, 1, 2, 5, 50):
-        got = map_blocks(rows, 17, 2, executor="mpi", batch=batch)
-        assert got.tobytes() == rows(0, 17).tobytes(), batch
+    for nblocks in (0, 1, 17):  # fewer blocks than ranks too: some ranks own nothing
+        for batch in (None, 1, 2, 5, 50):
+            got = map_blocks(rows, nblocks, 2, executor="mpi", batch=batch)
+            assert got.tobytes() == rows(0, nblocks).tobytes(), (nblocks, batch)
     try:
         map_blocks(failing, 17, 2, executor="mpi", batch=2)
     except RuntimeError as exc:

@@ -50,7 +50,7 @@ def test_dask_returns_the_same_rows():
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nranks", [3])
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
 def test_mpi_rows_and_a_failing_rank(nranks):
     proc = run_mpi(nranks, [str(mpi_script("check_run.py"))], timeout=120)
     assert "map_blocks" in proc.stdout
