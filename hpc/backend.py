@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,20 +84,20 @@ class Backend:
             # A device-wide sync: numba.cuda kernels and CuPy may run on different streams.
             self.xp.cuda.Device().synchronize()
 
-    def kernel(self, **options: Any) -> Callable[[Callable[..., Any]], Any]:
-        """Return the kernel decorator of this backend.
+    def launch(self, kernel: Any, extents: Sequence[int], *args: Any) -> None:
+        """Local. Run a kernel over a box of ``extents`` cells (first axis slowest).
 
-        ``numba.njit(parallel=True, cache=True, **options)`` on the CPU and
-        ``numba.cuda.jit(**options)`` on the GPU.
+        On the CPU ``kernel(*args)`` is called (a numba kernel loops over the box itself); on
+        the GPU it is launched with one thread per cell, the thread's x running along the
+        last (contiguous) axis, in blocks of 128 x 2 (2-D) or 64 x 2 x 2 (3-D) threads.
         """
-        if self.is_gpu:
-            from numba import cuda
-
-            return cuda.jit(**options)
-        import numba
-
-        opts = {"parallel": True, "cache": True, **options}
-        return numba.njit(**opts)
+        if not self.is_gpu:
+            kernel(*args)
+            return
+        threads = {1: (256,), 2: (128, 2), 3: (64, 2, 2)}[len(extents)]
+        sizes = list(reversed([int(e) for e in extents]))
+        blocks = tuple((s + t - 1) // t for s, t in zip(sizes, threads, strict=True))
+        kernel[blocks, threads](*args)
 
 
 _lock = threading.Lock()

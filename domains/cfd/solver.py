@@ -169,7 +169,7 @@ class LBMSolver:
         if streaming == "aa" and open_boundaries:
             raise ValueError("streaming='aa' does not support open boundaries; use 'pull'")
         self.streaming = streaming
-        target = "gpu" if self.backend.is_gpu else "cpu"
+        target = self.backend.name  # the generator writes the kernel for this device
         ghost = tuple(decomp.ghost_shape)
 
         def kernel(pattern: str, walls: bool) -> Any:
@@ -390,14 +390,8 @@ class LBMSolver:
         if any(box[2 * a] >= box[2 * a + 1] for a in range(len(box) // 2)):
             return
         args = (self.omega_plus, self.omega_minus, *self.force, *self.wall_velocity)
-        if self.backend.is_gpu:
-            extents = [box[2 * a + 1] - box[2 * a] for a in range(len(box) // 2)]
-            threads = (128, 2) if len(extents) == 2 else (64, 2, 2)
-            sizes = list(reversed(extents))  # thread x runs along the last (contiguous) axis
-            blocks = tuple((s + t - 1) // t for s, t in zip(sizes, threads, strict=True))
-            kernel[blocks, threads](self.f, out, self.flags, *box, *args)
-        else:
-            kernel(self.f, out, self.flags, *box, *args)
+        extents = [box[2 * a + 1] - box[2 * a] for a in range(len(box) // 2)]
+        self.backend.launch(kernel, extents, self.f, out, self.flags, *box, *args)
 
     def _sweep(self, exchange: HaloExchange, plan: list, out: Any) -> None:
         """One kernel pass over the block, overlapped with ``exchange`` of ``f``."""
@@ -433,8 +427,7 @@ class LBMSolver:
             for _ in range(n):
                 self._pull_step(self._plans["pull"])
         self.steps_done += n
-        if self.backend.is_gpu:
-            self.backend.synchronize()
+        self.backend.synchronize()  # queued device work done (nothing to wait for on a CPU)
 
     # -- results ------------------------------------------------------------------------
     def macroscopic(self) -> tuple[Any, list[Any]]:

@@ -16,7 +16,8 @@ from typing import Any
 import numba
 import numpy as np
 
-from hpc.backend import Backend, to_host
+from hpc.backend import Backend, array_module, to_host
+from hpc.dispatch import DeviceTable
 
 from . import _kernels as K
 from ._base import VectorIndex, check_k
@@ -28,6 +29,11 @@ DB_BLOCK = 1024  # database rows per GEMM
 TILE = 512  # queries per GEMM on the CPU (one task of a numba thread)
 GPU_QUERY_BLOCK = 8192  # on the GPU: one (db_block x query_block) float32 score block, 1 GiB
 GPU_DB_BLOCK = 32768
+
+# the search's implementation and block sizes on each device (hpc.dispatch)
+OPS = DeviceTable("vector.flat")
+OPS.constants("cpu", query_block=QUERY_BLOCK, db_block=DB_BLOCK, half_storage=False)
+OPS.constants("gpu", query_block=GPU_QUERY_BLOCK, db_block=GPU_DB_BLOCK, half_storage=True)
 
 
 def _stable_argsort(xp: Any, a: Any) -> Any:
@@ -79,13 +85,27 @@ def flat_search(
     ids : (nq, k) int64
         ``-1`` where fewer than ``k`` rows are eligible.
     """
-    gpu = backend is not None and backend.is_gpu
-    query_block = query_block or (GPU_QUERY_BLOCK if gpu else QUERY_BLOCK)
-    db_block = db_block or (GPU_DB_BLOCK if gpu else DB_BLOCK)
-    if gpu:
-        return _gpu_flat_search(
-            backend.xp, queries, vectors, norms, ids, k, l2, mask, query_block, db_block, exact
-        )
+    ops = OPS.on(backend if backend is not None else "cpu")
+    return ops.search(
+        queries, vectors, norms, ids, k, l2, mask,
+        query_block or ops.query_block, db_block or ops.db_block, exact,
+    )  # fmt: skip
+
+
+@OPS.cpu("search")
+def _cpu_flat_search(
+    queries: np.ndarray,
+    vectors: np.ndarray,
+    norms: np.ndarray,
+    ids: np.ndarray,
+    k: int,
+    l2: bool,
+    mask: np.ndarray | None,
+    query_block: int,
+    db_block: int,
+    exact: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The CPU path: numba heaps folded from BLAS blocks, one task per query tile."""
     nq, n = queries.shape[0], vectors.shape[0]
     out_d = np.empty((nq, k), dtype=np.float32)
     out_i = np.empty((nq, k), dtype=np.int64)
@@ -135,8 +155,8 @@ def _gpu_exact(xp: Any, qb: Any, vectors: Any, hp: Any, ids: Any, l2: bool) -> t
     return dist.astype(xp.float32), out_i.astype(xp.int64)
 
 
+@OPS.gpu("search")
 def _gpu_flat_search(
-    xp: Any,
     queries: Any,
     vectors: Any,
     norms: Any,
@@ -148,7 +168,8 @@ def _gpu_flat_search(
     db_block: int,
     exact: bool,
 ) -> tuple[Any, Any]:
-    """The GPU path (``xp`` is CuPy; NumPy under the CUDA simulator)."""
+    """The GPU path (CuPy arrays; NumPy under the CUDA simulator)."""
+    xp = array_module(queries)
     nq, n = queries.shape[0], vectors.shape[0]
     out_d = xp.empty((nq, k), dtype=xp.float32)
     out_i = xp.empty((nq, k), dtype=xp.int64)
@@ -204,6 +225,28 @@ def _gpu_flat_search(
     return out_d, out_i
 
 
+@OPS.cpu("exact_rows")
+def _cpu_exact_rows(index: FlatIndex, q: np.ndarray, qd: Any, pos: Any) -> tuple[Any, Any]:
+    """Exact distances and ids of the selected rows ``pos`` (a numba kernel)."""
+    d = np.empty(pos.shape, dtype=np.float32)
+    i = np.empty(pos.shape, dtype=np.int64)
+    K.exact_scores(q, index._vectors, pos, index._ids, index._l2, d, i)
+    return d, i
+
+
+@OPS.gpu("exact_rows")
+def _gpu_exact_rows(index: FlatIndex, q: np.ndarray, qd: Any, pos: Any) -> tuple[Any, Any]:
+    """Exact distances and ids of the selected rows on the device, in query blocks."""
+    xp = array_module(qd)
+    d, i = xp.empty(pos.shape, xp.float32), xp.empty(pos.shape, xp.int64)
+    for q0 in range(0, q.shape[0], GPU_QUERY_BLOCK):
+        q1 = min(q.shape[0], q0 + GPU_QUERY_BLOCK)
+        d[q0:q1], i[q0:q1] = _gpu_exact(
+            xp, qd[q0:q1], index._vectors, pos[q0:q1], index._dev_ids, index._l2
+        )
+    return to_host(d), to_host(i)
+
+
 class FlatIndex(VectorIndex):
     """Exact search over every stored vector.
 
@@ -242,7 +285,7 @@ class FlatIndex(VectorIndex):
         super().__init__(dim, metric, backend)
         if storage not in ("float32", "float16"):
             raise ValueError(f"storage={storage!r}: expected 'float32' or 'float16'")
-        if storage == "float16" and not self.backend.is_gpu:
+        if storage == "float16" and not OPS.on(self.backend).half_storage:
             raise ValueError("storage='float16' is for the GPU backend; the CPU stores float32")
         for name, v in (("query_block", query_block), ("db_block", db_block)):
             if v is not None and int(v) < 1:
@@ -348,19 +391,8 @@ class FlatIndex(VectorIndex):
             self.db_block,
             exact=False,
         )
-        # 2. exact distances of the selected rows, ordered by (distance, id)
-        if self.backend.is_gpu:
-            d, i = xp.empty((q.shape[0], kk), xp.float32), xp.empty((q.shape[0], kk), xp.int64)
-            for q0 in range(0, q.shape[0], GPU_QUERY_BLOCK):
-                q1 = min(q.shape[0], q0 + GPU_QUERY_BLOCK)
-                d[q0:q1], i[q0:q1] = _gpu_exact(
-                    xp, qd[q0:q1], self._vectors, pos[q0:q1], self._dev_ids, self._l2
-                )
-            d, i = to_host(d), to_host(i)
-        else:
-            d = np.empty((q.shape[0], kk), dtype=np.float32)
-            i = np.empty((q.shape[0], kk), dtype=np.int64)
-            K.exact_scores(q, self._vectors, pos, self._ids, self._l2, d, i)
+        # 2. exact distances of the selected rows, ordered by (distance, id), on the host
+        d, i = OPS.on(self.backend).exact_rows(self, q, qd, pos)
         # 3. where a row left out by step 1 could still tie or beat the k-th exact distance
         #    (its GEMM score was within the rounding bound), decide exhaustively
         approx, pos = to_host(approx), to_host(pos)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from hpc.backend import Backend, to_host
+from hpc.dispatch import DeviceTable
 
 from . import _kernels as K
 from ._base import VectorIndex, check_k
@@ -125,9 +126,8 @@ class _IVF(VectorIndex):
         return to_host(d), to_host(lists)
 
     def _device(self, name: str, value: Any) -> Any:
-        """A device mirror of a host array (cached until the index changes)."""
-        if not self.backend.is_gpu:
-            return value
+        """A device mirror of a host array (cached until the index changes; on the CPU the
+        array itself)."""
         if name not in self._dev:
             self._dev[name] = self.backend.xp.asarray(value)
         return self._dev[name]
@@ -261,13 +261,17 @@ class IVFFlatIndex(_IVF):
         mask = self._filter_mask(filter)
         _, probes = self._coarse(q, nprobe)
         k_out, k = k, k + SPARE  # spare candidates: the exact (distance, id) order cuts
-        if self.backend.is_gpu and k <= K.GPU_KMAX:
-            return _cut(self._gpu_search(q, k, probes, mask), k_out)
+        return _cut(LIST_SCAN.on(self.backend).scan(self, q, k, probes, mask), k_out)
+
+    def _scan_cpu(
+        self, q: np.ndarray, k: int, probes: np.ndarray, mask: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The CPU scan of the probed lists: exact distances of the ``k`` best, by query."""
         hd, hp = K.init_heaps(q.shape[0], k)
         m = mask if mask is not None else np.zeros(1, dtype=np.uint8)
-        if q.shape[0] * nprobe >= GEMM_MIN_PAIRS_PER_LIST * self.nlist:
+        if q.shape[0] * probes.shape[1] >= GEMM_MIN_PAIRS_PER_LIST * self.nlist:
             self._scan_grouped(q, k, probes, m, mask is not None, hd, hp)
-            return _cut(self._finish(q, hd, hp, self.vectors), k_out)
+            return self._finish(q, hd, hp, self.vectors)
         K.scan_lists(
             q,
             probes,
@@ -281,7 +285,7 @@ class IVFFlatIndex(_IVF):
             hd,
             hp,
         )
-        return _cut(self._finish(q, hd, hp, self.vectors), k_out)
+        return self._finish(q, hd, hp, self.vectors)
 
     def _scan_grouped(
         self,
@@ -368,6 +372,18 @@ class IVFFlatIndex(_IVF):
         self.vectors = np.ascontiguousarray(state["vectors"], dtype=np.float32)
         self.norms = np.einsum("ij,ij->i", self.vectors, self.vectors)
         self._dev.clear()
+
+
+# the list scan of IVF-Flat on each device (chosen once per search by the backend)
+LIST_SCAN = DeviceTable("vector.ivf")
+LIST_SCAN.cpu("scan")(IVFFlatIndex._scan_cpu)
+
+
+@LIST_SCAN.gpu("scan")
+def _scan_gpu(index: IVFFlatIndex, q: np.ndarray, k: int, probes: np.ndarray, mask: Any) -> Any:
+    if k > K.GPU_KMAX:  # wider than the GPU heap kernels: the host scan
+        return index._scan_cpu(q, k, probes, mask)
+    return index._gpu_search(q, k, probes, mask)
 
 
 class IVFPQIndex(_IVF):

@@ -28,12 +28,12 @@ def main() -> int:
         for l2 in (True, False):
             for m in (None, mask):
                 want = flat_search(q, x, norms, ids, k, l2, m)
-                got = _gpu_flat_search(np, q, x, norms, ids, k, l2, m, 4, 128, True)
+                got = _gpu_flat_search(q, x, norms, ids, k, l2, m, 4, 128, True)
                 assert np.array_equal(want[1], got[1]), (k, l2, want[1], got[1])
                 assert np.allclose(want[0], got[0], rtol=1e-6), (k, l2)
     big = K.GPU_KMAX + 3  # the sort-based path
     want = flat_search(q, x, norms, ids, big, True)
-    got = _gpu_flat_search(np, q, x, norms, ids, big, True, None, 4, 128, True)
+    got = _gpu_flat_search(q, x, norms, ids, big, True, None, 4, 128, True)
     assert np.array_equal(np.sort(want[1], axis=1), np.sort(got[1], axis=1))
     assert np.allclose(want[0], got[0], rtol=1e-6)
 
