@@ -179,7 +179,7 @@ def test_ivfpq_estimates_and_reranking():
 
 @pytest.mark.mpi
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("nranks", [1, 2, 3])
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
 def test_sharded_equals_single_process(nranks):
     seed = str(np.random.default_rng().integers(2**31))
     proc = run_mpi(nranks, [str(mpi_script("check_vector_sharded.py")), seed])
