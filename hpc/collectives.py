@@ -20,8 +20,10 @@ from .backend import array_module, to_host
 from .comm import MPI, resolve_comm
 
 __all__ = [
+    "allgather_bytes",
     "allgather_object",
     "allgather_rows",
+    "allgather_strings",
     "allreduce",
     "barrier",
     "bcast_array",
@@ -137,6 +139,43 @@ def allgather_rows(a: Any, comm: Any = None) -> Any:
     recv = np.empty(int(nbytes.sum()), np.uint8)
     comm.Allgatherv(send, (recv, nbytes, displs, MPI.BYTE))
     return _like(a, recv.view(dtype).reshape(shape))
+
+
+def allgather_bytes(
+    lengths: np.ndarray, data: np.ndarray, comm: Any = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Collective. Every rank's variable-length byte strings, in rank order, on every rank.
+
+    A rank passes its strings as their ``lengths`` (int64) and ``data``, the bytes of all of
+    them one after another (``uint8``, ``lengths.sum()`` long). Returns every rank's
+    ``(lengths, data)`` concatenated in rank order, and how many strings each rank gave (so a
+    rank finds its own at ``counts[:rank].sum()``). Only the buffers travel, nothing pickled.
+    """
+    comm = resolve_comm(comm)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64).reshape(-1)
+    data = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    if comm.Get_size() == 1:
+        return lengths, data, np.array([lengths.size], np.int64)
+    sizes = np.empty((comm.Get_size(), 2), np.int64)
+    comm.Allgather(np.array([lengths.size, data.size], np.int64), sizes)
+    counts, nbytes = sizes[:, 0].copy(), sizes[:, 1].copy()
+    all_lengths = np.empty(int(counts.sum()), np.int64)
+    comm.Allgatherv(lengths, (all_lengths, counts))
+    all_data = np.empty(int(nbytes.sum()), np.uint8)
+    comm.Allgatherv(data if data.size else np.empty(0, np.uint8), (all_data, nbytes))
+    return all_lengths, all_data, counts
+
+
+def allgather_strings(words: list[str], comm: Any = None) -> list[str]:
+    """Collective. Every rank's strings, in rank order, on every rank (as UTF-8 bytes through
+    :func:`allgather_bytes`, never pickled)."""
+    encoded = [w.encode("utf-8") for w in words]
+    lengths = np.array([len(b) for b in encoded], dtype=np.int64)
+    blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
+    all_lengths, all_blob, _ = allgather_bytes(lengths, blob, comm)
+    raw = all_blob.tobytes()
+    starts = np.concatenate([[0], np.cumsum(all_lengths)]).tolist()
+    return [raw[a:b].decode("utf-8") for a, b in zip(starts[:-1], starts[1:], strict=True)]
 
 
 def allreduce(value: Any, op: str = "sum", comm: Any = None) -> Any:

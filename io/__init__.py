@@ -24,6 +24,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "fsync_path": ".atomic",
         "open_file": ".files",
         "read_attrs": ".attributes",
+        "describe": ".describe",
         "write_attrs": ".attributes",
         "parallel_available": ".files",
         "write_array": ".arrays",

@@ -16,6 +16,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from hpc import collectives
 from hpc.comm import resolve_comm
 from hpc.decomposition import chunk
 
@@ -66,25 +67,8 @@ def _describe_local(columns: Mapping[str, Any]) -> tuple[list[tuple[str, str, st
 
 
 def allgather_strings(comm: Any, words: list[str]) -> list[str]:
-    """Every rank's strings, on every rank, as UTF-8 bytes through buffer-based calls."""
-    encoded = [w.encode("utf-8") for w in words]
-    lengths = np.array([len(b) for b in encoded], dtype=np.int64)
-    blob = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    size = comm.Get_size()
-    counts = np.empty(size, dtype=np.int64)
-    comm.Allgather(np.array([len(encoded)], dtype=np.int64), counts)
-    nbytes = np.empty(size, dtype=np.int64)
-    comm.Allgather(np.array([blob.size], dtype=np.int64), nbytes)
-    all_lengths = np.empty(int(counts.sum()), dtype=np.int64)
-    comm.Allgatherv(lengths, (all_lengths, counts))
-    all_blob = np.empty(int(nbytes.sum()), dtype=np.uint8)
-    comm.Allgatherv(blob if blob.size else np.empty(0, np.uint8), (all_blob, nbytes))
-    raw = all_blob.tobytes()
-    out, pos = [], 0
-    for n in all_lengths.tolist():
-        out.append(raw[pos : pos + n].decode("utf-8"))
-        pos += n
-    return out
+    """Every rank's strings, on every rank (see :func:`hpc.collectives.allgather_strings`)."""
+    return collectives.allgather_strings(words, comm)
 
 
 def _rows(comm: Any, n: int) -> tuple[int, int, np.ndarray]:

@@ -15,10 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
 from sqlglot import exp
 
 from hpc.backend import Backend
+from hpc.collectives import allreduce
 
 from . import ops, strings
 from .expressions import InSet, column_key
@@ -107,8 +107,7 @@ def group_ids(backend: Backend, keys: list[Column],
     raw = [j for j, c in enumerate(keys) if c.raw]
     if raw:  # raw keys with few entries (Q1's flags) cost little to settle: no check
         sizes = np.array([len(keys[j].dictionary) for j in raw] + [len(keys[0])], np.int64)
-        if comm.Get_size() > 1:  # decided on the totals: the same on every rank
-            sizes = comm.allreduce(sizes, op=MPI.SUM)
+        sizes = allreduce(sizes, "sum", comm)  # decided on the totals: alike on every rank
         few = {j for j, entries in zip(raw, sizes[:-1], strict=True)
                if _FEW_ROWS_AN_ENTRY * entries <= sizes[-1]}
         keys = [settle(c, comm) if j in few else c for j, c in enumerate(keys)]
@@ -117,8 +116,7 @@ def group_ids(backend: Backend, keys: list[Column],
     if raw and others:
         ids, ngroups, first = _ids(backend, others)
         differ = sum(_differs(ids, first, keys[j]) for j in raw)
-        if comm.Get_size() > 1:
-            differ = comm.allreduce(differ, op=MPI.SUM)
+        differ = allreduce(differ, "sum", comm)
         if differ == 0:
             return ids, ngroups, first, keys
     if raw:

@@ -4,7 +4,6 @@ own rows). The catalog gives sqlglot the schema and each rank its part of a tabl
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Collection
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from hpc.collectives import allreduce
 from hpc.comm import resolve_comm
 
 from . import strings
@@ -22,6 +22,12 @@ __all__ = ["Catalog"]
 
 _SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE", "date": "DATE", "string": "VARCHAR",
               "bool": "BOOLEAN"}
+
+
+def _hdf5_kind(column: dict[str, Any]) -> str:
+    """The SQL kind of an hpc.io table column (as :func:`hpc.io.describe` gives it)."""
+    named = {"string": "string", "datetime": "date", "bool": "bool"}.get(column["kind"])
+    return named or ("float" if np.dtype(column["dtype"]).kind == "f" else "int")
 
 
 def _arrow_kind(t: Any) -> str:
@@ -87,26 +93,19 @@ class Catalog:
     @classmethod
     def from_hdf5(cls, path: str | os.PathLike[str]) -> Catalog:
         """Every hpc.io table (see :func:`hpc.io.write_table`) at the top of an HDF5 file."""
-        import h5py
+        from hpc.io import describe
 
         cat = cls()
         try:
-            with h5py.File(path, "r") as f:
-                for name, group in f.items():
-                    if not isinstance(group, h5py.Group) or "columns" not in group.attrs:
-                        continue
-                    names = json.loads(group.attrs["columns"])
-                    kinds = {}
-                    for col in names:
-                        kind = str(group[col].attrs.get("kind", ""))
-                        kinds[col] = {"string": "string", "datetime": "date", "bool": "bool"}.get(
-                            kind, "float" if group[col].dtype.kind == "f" else "int"
-                        )
-                    cat._hdf5[name] = Path(path)
-                    cat._kinds[name] = kinds
-                    cat._rows[name] = int(group.attrs["nrows"])
+            tables = describe(path)["tables"]
         except OSError as exc:
             raise SQLError(f"{path}: not a readable HDF5 file ({exc})") from exc
+        for name, table in tables.items():
+            if "/" in name:  # in a group: not a table of the catalog
+                continue
+            cat._hdf5[name] = Path(path)
+            cat._kinds[name] = {col: _hdf5_kind(c) for col, c in table["columns"].items()}
+            cat._rows[name] = table["rows"]
         if not cat._kinds:
             raise SQLError(f"{path}: no hpc.io tables in this HDF5 file")
         return cat
@@ -125,7 +124,7 @@ class Catalog:
         merge_dictionaries(table, comm)
         self._memory[name] = table.materialised()
         self._kinds[name] = {n: c.kind for n, c in table.columns.items()}
-        self._rows[name] = int(comm.allreduce(table.num_rows))
+        self._rows[name] = int(allreduce(table.num_rows, "sum", comm))
 
     def in_memory(self, backend: Any = None, comm: Any = None) -> Catalog:
         """Collective. A catalog of the same tables read once and held in memory: each rank

@@ -55,13 +55,15 @@ def _print(table: Any, max_rows: int) -> None:
 
 
 def _tpch_gen(args: argparse.Namespace) -> int:
+    from hpc.collectives import barrier
+
     from .tpch import generate
 
     if hpc.world().Get_rank() == 0:
         t0 = time.perf_counter()
         out = generate(args.sf, args.out)
         print(f"TPC-H SF {args.sf:g} written to {out} in {time.perf_counter() - t0:.1f} s")
-    hpc.world().Barrier()
+    barrier(hpc.world())
     return 0
 
 

@@ -1,5 +1,5 @@
 """Parquet tables to one HDF5 file of hpc.io tables (and so to parallel storage), every rank
-writing its own rows. The file appears only when complete (written beside, then renamed)."""
+writing its own rows. The file appears only when complete (:func:`hpc.io.atomic_output`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from hpc.collectives import allgather_object
 from hpc.comm import resolve_comm
+from hpc.errors import on_all_ranks
 
 from .catalog import Catalog
 from .errors import SQLError
@@ -39,7 +41,7 @@ def convert(source: str | os.PathLike[str], out: str | os.PathLike[str],
         If ``source`` holds no Parquet tables, or a column has nulls; if ``out`` is a
         directory or its directory does not exist (nothing is written).
     """
-    from hpc.io import write_table
+    from hpc.io import atomic_output, write_table
 
     comm = resolve_comm(comm)
     catalog = Catalog.from_directory(source)
@@ -48,19 +50,16 @@ def convert(source: str | os.PathLike[str], out: str | os.PathLike[str],
         raise SQLError(f"{out}: is a directory, not an HDF5 file to write")
     if not out.parent.is_dir():
         raise SQLError(f"{out}: no such directory {str(out.parent)!r} to write into")
-    partial = out.with_name(out.name + ".partial")
-    try:
+    with atomic_output(out, comm) as tmp:
         for name in catalog.tables:
             table = catalog.load(name, catalog.columns(name), comm)
-            columns = {c: _numpy_column(name, c, col) for c, col in table.columns.items()}
-            write_table(str(partial), name, columns, comm=comm)
-    except BaseException:
-        comm.Barrier()
-        if comm.Get_rank() == 0:
-            partial.unlink(missing_ok=True)
-        raise
-    comm.Barrier()
-    if comm.Get_rank() == 0:
-        partial.replace(out)
-    comm.Barrier()
+            columns, error = None, None
+            try:
+                columns = {c: _numpy_column(name, c, col) for c, col in table.columns.items()}
+            except SQLError as exc:  # this rank's rows only: agreed before writing
+                error = str(exc)
+            errors = [e for e in allgather_object(error, comm) if e]
+            if errors:
+                raise on_all_ranks(SQLError(errors[0]))
+            write_table(str(tmp), name, columns, comm=comm)
     return out

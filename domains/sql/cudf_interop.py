@@ -25,6 +25,13 @@ def _cudf() -> Any:
     return cudf
 
 
+def _device() -> Any:
+    """The device array module (CuPy), through the GPU backend."""
+    from hpc.backend import get_backend
+
+    return get_backend("gpu").xp
+
+
 def _validity(series: Any) -> Any:
     return series.notna().to_cupy() if series.null_count else None
 
@@ -37,9 +44,8 @@ def from_cudf(frame: Any) -> Table:
     string and categorical columns keep their codes on the device and their categories, as a
     sorted dictionary, on the host; datetime columns become int32 days.
     """
-    import cupy
-
     _cudf()
+    xp = _device()
     cols = {}
     for name in frame.columns:
         s = frame[name]
@@ -52,7 +58,7 @@ def from_cudf(frame: Any) -> Table:
             rank = np.empty(len(order), dtype=np.int32)
             rank[order] = np.arange(len(order), dtype=np.int32)
             codes = cat.cat.codes.to_cupy(na_value=0, copy=False)
-            cols[name] = Column(cupy.asarray(rank)[codes] if len(rank) else codes.astype(
+            cols[name] = Column(xp.asarray(rank)[codes] if len(rank) else codes.astype(
                 np.int32), "string", strings.to_numpy(entries.take(order)), valid)
         elif kind.startswith("datetime64"):
             seconds = s.astype("datetime64[s]").astype("int64").to_cupy(na_value=0)
@@ -73,12 +79,11 @@ def to_cudf(table: Table) -> Any:
     """A ``cudf.DataFrame`` of the table's columns (device columns are shared, host columns
     copied to the device); strings become categoricals over the sorted dictionary, dates
     ``datetime64[s]``, nulls restored from the validity masks."""
-    import cupy
-
     cudf = _cudf()
+    xp = _device()
     out = {}
     for name, c in table.columns.items():
-        values = cupy.asarray(c.values)
+        values = xp.asarray(c.values)
         if c.kind == "string":
             s = cudf.Series.from_categorical(_empty_categorical(c.dictionary),
                                              codes=values.astype(np.int32))
@@ -87,7 +92,7 @@ def to_cudf(table: Table) -> Any:
         else:
             s = cudf.Series(values)
         if c.valid is not None:
-            s = s.mask(~cupy.asarray(c.valid))  # null where the mask is false
+            s = s.mask(~xp.asarray(c.valid))  # null where the mask is false
         out[name] = s
     return cudf.DataFrame(out)
 

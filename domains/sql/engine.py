@@ -31,6 +31,7 @@ import numpy as np
 from sqlglot import exp
 
 from hpc.backend import Backend, array_module, get_backend
+from hpc.collectives import bcast_object
 from hpc.comm import resolve_comm
 
 from . import aggregate, carried, ops, strings
@@ -369,7 +370,7 @@ def _join_all(plan: QueryPlan, frames: dict[str, Frame], comm: Any, options: Que
         ndv = {k: _ndv(f.columns[k], rows) for k in key_names if k in f.columns}
         if comm.Get_size() > 1 and ndv:  # the same estimate (so the same plan) on every rank
             names = sorted(ndv)
-            agreed = comm.bcast([ndv[k] for k in names], root=0)
+            agreed = bcast_object([ndv[k] for k in names], 0, comm)
             ndv = dict(zip(names, agreed, strict=True))
         parts[src.alias] = _Joined({src.alias}, f, rows, ndv)
     residual = list(plan.residual)

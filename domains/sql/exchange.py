@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mpi4py import MPI
 
-from hpc.backend import array_module, to_host
+from hpc.backend import array_module
+from hpc.collectives import allgather_rows, allreduce
 from hpc.shuffle import hash_partition, shuffle
 
 from .table import Column, settle_columns
@@ -20,13 +20,13 @@ __all__ = ["ship", "allgather_columns", "key_hash", "global_rows", "partition_by
 
 def global_rows(n: int, comm: Any) -> int:
     """Collective. The total row count over the ranks."""
-    return int(comm.allreduce(int(n), op=MPI.SUM)) if comm.Get_size() > 1 else int(n)
+    return int(allreduce(int(n), "sum", comm))
 
 
 def _with_masks(columns: dict[str, Column], comm: Any) -> list[str]:
     """Names whose validity mask must travel (some rank has one)."""
     local = [c.valid is not None for c in columns.values()]
-    flags = comm.allreduce(np.asarray(local, np.int64), op=MPI.SUM) if local else []
+    flags = allreduce(np.asarray(local, np.int64), "sum", comm) if local else []
     return [n for n, f in zip(columns, flags, strict=True) if f]
 
 
@@ -60,26 +60,14 @@ def ship(columns: dict[str, Column], dest: np.ndarray, comm: Any) -> dict[str, C
 
 def allgather_columns(columns: dict[str, Column], comm: Any) -> dict[str, Column]:
     """Collective. Every rank gets all rows of every rank (in rank order): a broadcast join's
-    small side. Device columns travel through host buffers and return to the device."""
+    small side. Device columns travel through host buffers and return to the device (see
+    :mod:`hpc.collectives`)."""
     if comm.Get_size() == 1:
         return columns
     columns = settle_columns(columns, comm)
     masked = _with_masks(columns, comm)
     arrays = _arrays(columns, masked)
-    n = len(next(iter(columns.values()))) if columns else 0
-    counts = np.asarray(comm.allgather(n), dtype=np.int64)
-    displ = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    out = {}
-    for name, local in arrays.items():
-        a = to_host(local)
-        item = a.dtype.itemsize
-        recv = np.empty(int(counts.sum()), dtype=a.dtype)
-        comm.Allgatherv(
-            [a.view(np.uint8), MPI.BYTE],
-            [recv.view(np.uint8), (counts * item, displ * item), MPI.BYTE],
-        )
-        out[name] = array_module(local).asarray(recv)
-    return _columns(columns, out)
+    return _columns(columns, {name: allgather_rows(a, comm) for name, a in arrays.items()})
 
 
 def _as_int64(c: Column) -> np.ndarray:

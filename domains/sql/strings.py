@@ -192,18 +192,16 @@ def merge(dictionaries: list[np.ndarray]) -> np.ndarray:
 def allgather(comm: Any, dictionary: np.ndarray) -> tuple[Any, int]:
     """Collective. Every rank's dictionary, concatenated in rank order, as one Arrow
     string array (large past 2 GiB) on every rank, and where this rank's entries start in it. The
-    strings travel as their UTF-8 buffers (lengths and bytes), never as Python objects."""
+    strings travel as their UTF-8 buffers (lengths and bytes, see
+    :func:`hpc.collectives.allgather_bytes`), never as Python objects."""
     import pyarrow as pa
+
+    from hpc.collectives import allgather_bytes
 
     offsets, data = _buffers(_plain(arrow(dictionary)))
     lengths = np.diff(offsets).astype(np.int64)
-    blob = np.ascontiguousarray(data[int(offsets[0]) : int(offsets[-1])])
-    counts = np.asarray(comm.allgather(len(lengths)), dtype=np.int64)
-    nbytes = np.asarray(comm.allgather(int(blob.size)), dtype=np.int64)
-    all_lengths = np.empty(int(counts.sum()), dtype=np.int64)
-    comm.Allgatherv(lengths, (all_lengths, counts))
-    all_blob = np.empty(int(nbytes.sum()), dtype=np.uint8)
-    comm.Allgatherv(blob, (all_blob, nbytes))
+    blob = data[int(offsets[0]) : int(offsets[-1])]
+    all_lengths, all_blob, counts = allgather_bytes(lengths, blob, comm)
     small = all_blob.size < 2**31  # plain strings (int32 offsets), as every other dictionary
     all_offsets = np.zeros(len(all_lengths) + 1, dtype=np.int32 if small else np.int64)
     np.cumsum(all_lengths, out=all_offsets[1:])

@@ -1,6 +1,7 @@
 """Run under mpirun: ``check_collectives.py CASES.pkl`` checks hpc.collectives on every case.
 
-A case is ``(dtype, row shape, rows per rank, seed, k)``. Every rank builds every rank's rows
+A case is ``(dtype, row shape, rows per rank, seed, k)`` (the rows per rank also give the
+strings per rank of the string allgathers). Every rank builds every rank's rows
 from the seed (so each knows the expected result), runs the collectives on its own rows and
 compares; rank 0 prints ``ok N`` or the first mismatch.
 """
@@ -14,8 +15,10 @@ import numpy as np
 
 import hpc
 from hpc.collectives import (
+    allgather_bytes,
     allgather_object,
     allgather_rows,
+    allgather_strings,
     allreduce,
     bcast_array,
     gather_rows,
@@ -39,6 +42,12 @@ def topk_of(rank: int, nq: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarr
     i[rng.random((nq, k)) < 0.2] = -1  # missing entries
     order = np.lexsort((np.where(i < 0, 1 << 62, i), d, i < 0), axis=1)
     return np.take_along_axis(d, order, 1), np.take_along_axis(i, order, 1)
+
+
+def words_of(rank: int, counts: list[int], seed: int) -> list[str]:
+    rng = np.random.default_rng([seed, rank, 3])
+    pool = ["", "a", "é", "日本語", "x" * 300, "\0", "tab\t"]
+    return [pool[j] + str(rank) * int(j % 2) for j in rng.integers(0, len(pool), counts[0])]
 
 
 def check(case: tuple, comm) -> str | None:
@@ -67,6 +76,17 @@ def check(case: tuple, comm) -> str | None:
         return "allreduce max"
     if allgather_object((rank, dtype), comm) != [(r, dtype) for r in range(size)]:
         return "allgather_object"
+    words = [words_of(r, counts[r % len(counts):], seed) for r in range(size)]
+    if allgather_strings(words[rank], comm) != [w for ws in words for w in ws]:
+        return f"allgather_strings {case}"
+    encoded = [[w.encode() for w in ws] for ws in words]
+    lengths, data, per_rank = allgather_bytes(
+        np.array([len(b) for b in encoded[rank]], np.int64),
+        np.frombuffer(b"".join(encoded[rank]), np.uint8), comm)
+    if (lengths.tolist() != [len(b) for bs in encoded for b in bs]
+            or data.tobytes() != b"".join(b"".join(bs) for bs in encoded)
+            or per_rank.tolist() != [len(ws) for ws in words]):
+        return f"allgather_bytes {case}"
     lists = [topk_of(r, 4, k, seed) for r in range(size)]
     d = np.concatenate([x[0] for x in lists], axis=1)
     i = np.concatenate([x[1] for x in lists], axis=1)
