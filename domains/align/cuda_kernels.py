@@ -4,6 +4,8 @@ The substitution matrix sits in shared memory; the dynamic programming rows live
 memory laid out ``[position, pair]``, so the threads of a warp touch consecutive words.
 Scores are 32-bit (no overflow retry is needed below about 2 * 10^9). Runs under the CUDA
 simulator (``NUMBA_ENABLE_CUDASIM=1``) on small inputs, which is how it is tested without a GPU.
+The kernel is a template compiled by :func:`hpc.jit.specialise`, with the cell update of
+:mod:`hpc.domains.align.kernels` (the CPU kernels' source) as its device functions.
 """
 
 from __future__ import annotations
@@ -13,19 +15,34 @@ from typing import Any
 import numpy as np
 from numba import cuda, int32
 
+from .kernels import CELL_TEMPLATES
+
 __all__ = ["score_pairs_gpu", "MAX_ALPHABET"]
 
 MAX_ALPHABET = 32  # matrix side in shared memory (letters + the padding letter)
 THREADS = 128
 _NEG = -(1 << 29)
+# the cell update, one source for the CPU and GPU kernels (plain Python functions here)
+_gap, _cell, _cell3, _cell2 = CELL_TEMPLATES
 
 
-@cuda.jit(device=True, inline=True)
-def _gap(length, first, extend):
-    return first + (length - 1) * extend
+# Templates of hpc.jit.specialise: the kernel, and the score arithmetic of the cell update of
+# :mod:`hpc.domains.align.kernels` (``_cell3``, ``_cell2``, written there once for the CPU and
+# the GPU), 32-bit here where the CPU kernels keep the type of the first operand.
 
 
-@cuda.jit
+def _add(a, b):
+    return int32(a + b)
+
+
+def _sub(a, b):
+    return int32(a - b)
+
+
+def _max(a, b):
+    return int32(a if a > b else b)
+
+
 def _pairs_kernel(
     qcodes, qoff, tcodes, toff, qi, ti, matrix, first, extend, mode, three, h, f, g, out
 ):
@@ -43,9 +60,12 @@ def _pairs_kernel(
     m = qoff[qi[p] + 1] - q0
     t0 = toff[ti[p]]
     n = toff[ti[p] + 1] - t0
-    neg = _NEG
-    floor = 0 if mode == 0 else neg
-    best = 0 if mode == 0 else neg
+    neg = int32(_NEG)
+    zero = int32(0)
+    floor = zero if mode == 0 else neg
+    best = zero if mode == 0 else neg
+    fst = int32(first)
+    ext = int32(extend)
     h[0, p] = 0
     f[0, p] = neg
     g[0, p] = 0
@@ -57,32 +77,25 @@ def _pairs_kernel(
             g[j, p] = v
     for i in range(1, m + 1):
         a = qcodes[q0 + i - 1]
-        left = -_gap(i, first, extend) if mode != 0 else 0
+        left = int32(-_gap(i, first, extend) if mode != 0 else 0)
         diag = h[0, p]
         h[0, p] = left
         e = neg
-        mf = left
-        hl = left
+        mf = left  # max(M, F) on the left (three-state), H on the left (two-state)
         for j in range(1, n + 1):
-            mm = max(diag, floor) + sm[a, tcodes[t0 + j - 1]]
+            s = sm[a, tcodes[t0 + j - 1]]
             up = h[j, p]
             if three:
-                ee = max(e - extend, mf - first)
-                ff = max(f[j, p] - extend, g[j, p] - first)
+                hh, ee, ff, me, mf = _cell3(diag, e, mf, f[j, p], g[j, p], s, floor, fst, ext)
+                g[j, p] = me
             else:
-                ee = max(e - extend, hl - first)
-                ff = max(f[j, p] - extend, up - first)
-            hh = max(mm, max(ee, ff))
+                hh, ee, ff = _cell2(diag, e, mf, f[j, p], up, s, floor, fst, ext)
+                mf = hh
             diag = up
             h[j, p] = hh
             f[j, p] = ff
-            if three:
-                g[j, p] = max(mm, ee)
-                mf = max(mm, ff)
             e = ee
-            hl = hh
-            if hh > best:
-                best = hh
+            best = _max(best, hh)
     if mode == 0:
         out[p] = best
     elif mode == 1:
@@ -92,6 +105,19 @@ def _pairs_kernel(
         for j in range(1, n + 1):
             s = max(s, h[j, p])
         out[p] = s
+
+
+_kernel: list[Any] = []
+
+
+def _compiled() -> Any:
+    """The kernel, compiled once per machine through :func:`hpc.jit.specialise`."""
+    if not _kernel:
+        from hpc.jit import specialise
+
+        helpers = [_add, _sub, _max, *CELL_TEMPLATES]
+        _kernel.append(specialise("align_pairs", [_pairs_kernel], helpers, target="cuda"))
+    return _kernel[0]._pairs_kernel
 
 
 def score_pairs_gpu(qe: Any, te: Any, qi: np.ndarray, ti: np.ndarray, scoring: Any, mode: int):
@@ -117,7 +143,7 @@ def score_pairs_gpu(qe: Any, te: Any, qi: np.ndarray, ti: np.ndarray, scoring: A
     d_g = cuda.device_array((width if three else 1, n), dtype=np.int32)
     d_out = cuda.device_array(n, dtype=np.int32)
     blocks = -(-n // THREADS)
-    _pairs_kernel[blocks, THREADS](
+    _compiled()[blocks, THREADS](
         cuda.to_device(qe.codes), cuda.to_device(qe.offsets), cuda.to_device(te.codes),
         cuda.to_device(te.offsets), cuda.to_device(sq), cuda.to_device(st), cuda.to_device(mat),
         g.first, g.extend, mode, three, d_h, d_f, d_g, d_out,

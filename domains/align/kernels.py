@@ -97,9 +97,76 @@ def pack_lanes(codes, offsets, order, nb, maxlen, row_off, pad, out, lens):
                 out[base + p, lane] = codes[start + p]
 
 
-@numba.njit(inline="always")
+# The recurrence, written once. Plain functions: compiled here for the CPU kernels (inlined
+# into them at numba IR level, so LLVM sees one flat loop body per lane loop), and by
+# :func:`hpc.jit.specialise` as device functions of the GPU kernel
+# (:mod:`hpc.domains.align.cuda_kernels`, which gives ``_add``, ``_sub``, ``_max`` 32-bit versions).
+# The substitution score ``s`` is the caller's: a profile or matrix lookup, a DNA comparison.
+
+
 def _gap(length, first, extend):
+    """The cost of a gap of ``length`` letters."""
     return first + (length - 1) * extend
+
+
+def _cell(diag, e_left, open_left, f_up, open_up, s, floor, fst, ext):
+    """One Gotoh cell: ``(M, E, F)`` from the cell's neighbours.
+
+    ``diag``: ``max(M, E, F)`` of the diagonal neighbour (``floor``: 0 in local mode, else a
+    large negative); ``e_left``/``f_up``: E of the left and F of the upper neighbour, extended
+    by ``ext``; ``open_left``/``open_up``: the scores a gap opens from (``fst``) there, i.e.
+    ``max(M, F)`` on the left and ``max(M, E)`` above (three-state form), or ``H`` for both
+    (two-state form). Operations keep the type of ``diag`` (16-bit lanes stay 16-bit).
+    """
+    mm = _add(_max(diag, floor), s)
+    ee = _max(_sub(e_left, ext), _sub(open_left, fst))
+    ff = _max(_sub(f_up, ext), _sub(open_up, fst))
+    return mm, ee, ff
+
+
+def _cell3(diag, e_left, mf_left, f_up, me_up, s, floor, fst, ext):
+    """Three-state cell: ``(H, E, F, max(M, E), max(M, F))``; the last two are what gaps
+    open from below (the next row's ``me_up``) and to the right (the next ``mf_left``)."""
+    mm, ee, ff = _cell(diag, e_left, mf_left, f_up, me_up, s, floor, fst, ext)
+    return _max(mm, _max(ee, ff)), ee, ff, _max(mm, ee), _max(mm, ff)
+
+
+def _cell2(diag, e_left, h_left, f_up, h_up, s, floor, fst, ext):
+    """Two-state cell (gaps open from ``H``, valid when ``extend <= first``): ``(H, E, F)``."""
+    mm, ee, ff = _cell(diag, e_left, h_left, f_up, h_up, s, floor, fst, ext)
+    return _max(mm, _max(ee, ff)), ee, ff
+
+
+def _cell_ptr(m_d, e_d, f_d, m_l, e_l, f_l, m_u, e_u, f_u, s, floor, fst, ext, local):
+    """Three-state cell of the traceback, from the ``M, E, F`` of the diagonal, left and upper
+    neighbours: ``(M, E, F, pointers)``, the pointer bits naming each state's source (M: bits
+    0-1, E: bits 2-3, F: bits 4-5), ties going to M, then E, then F. Not local, ``floor`` is
+    the traceback's "unreachable" value, which an M from an unreachable diagonal keeps."""
+    # the sources from the operands, as a chain of compares (cheaper than testing the results)
+    src = _FROM_M
+    hd = m_d
+    if e_d > hd:
+        hd, src = e_d, _FROM_E
+    if f_d > hd:
+        hd, src = f_d, _FROM_F
+    if local and hd <= 0:
+        src = _START
+    o_l, esrc = (f_l, _FROM_F) if f_l > m_l else (m_l, _FROM_M)
+    o_u, fsrc = (e_u, _FROM_E) if e_u > m_u else (m_u, _FROM_M)
+    mm, ee, ff = _cell(hd, e_l, o_l, f_u, o_u, s, floor, fst, ext)
+    if e_l - ext >= o_l - fst:
+        esrc = _FROM_E
+    if f_u - ext >= o_u - fst:
+        fsrc = _FROM_F
+    if not local and hd <= floor:  # M of an unreachable diagonal
+        mm = floor
+    return mm, ee, ff, src | (esrc << 2) | (fsrc << 4)
+
+
+CELL_TEMPLATES = (_gap, _cell, _cell3, _cell2)  # what the GPU kernel compiles (hpc.jit)
+_gap, _cell, _cell3, _cell2, _cell_ptr = (
+    numba.njit(inline="always")(fn) for fn in (*CELL_TEMPLATES, _cell_ptr)
+)
 
 
 @numba.njit(inline="always")
@@ -171,25 +238,25 @@ def bucket_shared(
                 if three:
                     for j in range(1, n + 1):
                         for lane in range(lanes):
-                            mm = _add(_max(st[0, lane], floor), pc[j, lane])
-                            ee = _max(_sub(st[1, lane], ext), _sub(st[2, lane], fst))
-                            ff = _max(_sub(w[j, 1, lane], ext), _sub(w[j, 2, lane], fst))
-                            hh = _max(mm, _max(ee, ff))
+                            hh, ee, ff, me, mf = _cell3(
+                                st[0, lane], st[1, lane], st[2, lane], w[j, 1, lane], w[j, 2, lane],
+                                pc[j, lane], floor, fst, ext,
+                            )  # fmt: skip
                             st[0, lane] = w[j, 0, lane]
                             w[j, 0, lane] = hh
                             w[j, 1, lane] = ff
-                            w[j, 2, lane] = _max(mm, ee)
+                            w[j, 2, lane] = me
                             st[1, lane] = ee
-                            st[2, lane] = _max(mm, ff)
+                            st[2, lane] = mf
                             st[3, lane] = _max(st[3, lane], hh)
                 else:
                     for j in range(1, n + 1):
                         for lane in range(lanes):
-                            mm = _add(_max(st[0, lane], floor), pc[j, lane])
-                            ee = _max(_sub(st[1, lane], ext), _sub(w[j - 1, 0, lane], fst))
                             up = w[j, 0, lane]
-                            ff = _max(_sub(w[j, 1, lane], ext), _sub(up, fst))
-                            hh = _max(mm, _max(ee, ff))
+                            hh, ee, ff = _cell2(
+                                st[0, lane], st[1, lane], w[j - 1, 0, lane], w[j, 1, lane], up,
+                                pc[j, lane], floor, fst, ext,
+                            )  # fmt: skip
                             st[0, lane] = up
                             w[j, 0, lane] = hh
                             w[j, 1, lane] = ff
@@ -272,16 +339,16 @@ def bucket_pairs(
                         a = st[5, lane]
                         t = _add(zero, tcodes[tj, lane])
                         sv = _dna_score(a, t, hit, miss, amb, ncode, pad)
-                        mm = _add(_max(st[0, lane], floor), sv)
-                        ee = _max(_sub(st[1, lane], ext), _sub(st[2, lane], fst))
-                        ff = _max(_sub(w[j, 1, lane], ext), _sub(w[j, 2, lane], fst))
-                        hh = _max(mm, _max(ee, ff))
+                        hh, ee, ff, me, mf = _cell3(
+                            st[0, lane], st[1, lane], st[2, lane], w[j, 1, lane], w[j, 2, lane],
+                            sv, floor, fst, ext,
+                        )  # fmt: skip
                         st[0, lane] = w[j, 0, lane]
                         w[j, 0, lane] = hh
                         w[j, 1, lane] = ff
-                        w[j, 2, lane] = _max(mm, ee)
+                        w[j, 2, lane] = me
                         st[1, lane] = ee
-                        st[2, lane] = _max(mm, ff)
+                        st[2, lane] = mf
                         st[3, lane] = _max(st[3, lane], hh)
             elif simple:
                 for j in range(1, n + 1):
@@ -290,11 +357,11 @@ def bucket_pairs(
                         a = st[5, lane]
                         t = _add(zero, tcodes[tj, lane])
                         sv = _dna_score(a, t, hit, miss, amb, ncode, pad)
-                        mm = _add(_max(st[0, lane], floor), sv)
-                        ee = _max(_sub(st[1, lane], ext), _sub(w[j - 1, 0, lane], fst))
                         up = w[j, 0, lane]
-                        ff = _max(_sub(w[j, 1, lane], ext), _sub(up, fst))
-                        hh = _max(mm, _max(ee, ff))
+                        hh, ee, ff = _cell2(
+                            st[0, lane], st[1, lane], w[j - 1, 0, lane], w[j, 1, lane], up,
+                            sv, floor, fst, ext,
+                        )  # fmt: skip
                         st[0, lane] = up
                         w[j, 0, lane] = hh
                         w[j, 1, lane] = ff
@@ -307,24 +374,24 @@ def bucket_pairs(
                         st[4, lane] = matrix[st[5, lane], tcodes[tj, lane]]
                     if three:
                         for lane in range(lanes):
-                            mm = _add(_max(st[0, lane], floor), st[4, lane])
-                            ee = _max(_sub(st[1, lane], ext), _sub(st[2, lane], fst))
-                            ff = _max(_sub(w[j, 1, lane], ext), _sub(w[j, 2, lane], fst))
-                            hh = _max(mm, _max(ee, ff))
+                            hh, ee, ff, me, mf = _cell3(
+                                st[0, lane], st[1, lane], st[2, lane], w[j, 1, lane], w[j, 2, lane],
+                                st[4, lane], floor, fst, ext,
+                            )  # fmt: skip
                             st[0, lane] = w[j, 0, lane]
                             w[j, 0, lane] = hh
                             w[j, 1, lane] = ff
-                            w[j, 2, lane] = _max(mm, ee)
+                            w[j, 2, lane] = me
                             st[1, lane] = ee
-                            st[2, lane] = _max(mm, ff)
+                            st[2, lane] = mf
                             st[3, lane] = _max(st[3, lane], hh)
                     else:
                         for lane in range(lanes):
-                            mm = _add(_max(st[0, lane], floor), st[4, lane])
-                            ee = _max(_sub(st[1, lane], ext), _sub(w[j - 1, 0, lane], fst))
                             up = w[j, 0, lane]
-                            ff = _max(_sub(w[j, 1, lane], ext), _sub(up, fst))
-                            hh = _max(mm, _max(ee, ff))
+                            hh, ee, ff = _cell2(
+                                st[0, lane], st[1, lane], w[j - 1, 0, lane], w[j, 1, lane], up,
+                                st[4, lane], floor, fst, ext,
+                            )  # fmt: skip
                             st[0, lane] = up
                             w[j, 0, lane] = hh
                             w[j, 1, lane] = ff
@@ -358,6 +425,8 @@ def traceback_pair(query, target, matrix, first, extend, mode, lo, hi):
     m = query.shape[0]
     n = target.shape[0]
     neg = -(1 << 60)
+    local = mode == LOCAL
+    floor = 0 if local else neg
     width = hi - lo + 1
     # ptr bits: M source (bits 0-1), E source (bits 2-3), F source (bits 4-5)
     ptr = np.zeros((m + 1, width), np.uint8)
@@ -399,36 +468,15 @@ def traceback_pair(query, target, matrix, first, extend, mode, lo, hi):
                 ptr[i, -i - lo] = (_FROM_F if i > 1 else _FROM_M) << 4
         a = query[i - 1]
         for j in range(max(1, jlo), jhi + 1):
-            # M from the diagonal
-            src = _FROM_M
-            v = vm[p, j - 1]
-            if ve[p, j - 1] > v:
-                v, src = ve[p, j - 1], _FROM_E
-            if vf[p, j - 1] > v:
-                v, src = vf[p, j - 1], _FROM_F
-            if mode == LOCAL and v <= 0:
-                v, src = 0, _START
-            mm = v + matrix[a, target[j - 1]] if v > neg else neg
-            # E from the left (deletion: a target letter against a gap)
-            esrc = _FROM_E
-            ee = ve[c, j - 1] - extend
-            x = vm[c, j - 1] - first
-            if x > ee:
-                ee, esrc = x, _FROM_M
-            x = vf[c, j - 1] - first
-            if x > ee:
-                ee, esrc = x, _FROM_F
+            # M from the diagonal, E from the left (deletion: a target letter against a gap),
             # F from above (insertion: a query letter against a gap)
-            fsrc = _FROM_F
-            ff = vf[p, j] - extend
-            x = vm[p, j] - first
-            if x > ff:
-                ff, fsrc = x, _FROM_M
-            x = ve[p, j] - first
-            if x > ff:
-                ff, fsrc = x, _FROM_E
+            mm, ee, ff, pt = _cell_ptr(
+                vm[p, j - 1], ve[p, j - 1], vf[p, j - 1], vm[c, j - 1], ve[c, j - 1],
+                vf[c, j - 1], vm[p, j], ve[p, j], vf[p, j], matrix[a, target[j - 1]], floor,
+                first, extend, local,
+            )  # fmt: skip
             vm[c, j], ve[c, j], vf[c, j] = mm, max(ee, neg), max(ff, neg)
-            ptr[i, j - i - lo] = src | (esrc << 2) | (fsrc << 4)
+            ptr[i, j - i - lo] = pt
             if mode == LOCAL and mm > best:
                 best, bi, bj, bs = mm, i, j, _FROM_M
         if mode == SEMIGLOBAL and i == m:
