@@ -1,5 +1,6 @@
-"""Monte Carlo risk: option pricing under geometric Brownian motion, reproducible on any
-number of ranks (counter-based random streams, fixed blocks, exact reduction)."""
+"""Monte Carlo risk: option pricing under geometric Brownian motion, correlated GBM and Heston
+through one entry point (:func:`price`), reproducible on any number of ranks (counter-based
+random streams, fixed blocks, exact reduction)."""
 
 from __future__ import annotations
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 
 from hpc.rng import RandomStreams
+from hpc.run import map_blocks
 
 from .engine import PriceResult
 from .instruments import GBM, _Option, _whole
@@ -49,8 +52,19 @@ def american_lsm(
     seed: int = 0,
     stream: int = 0,
     degree: int = 3,
+    executor: str = "local",
+    batch: int | None = None,
+    comm: Any = None,
+    scheduler: Any = None,
 ) -> PriceResult:
-    """Longstaff-Schwartz price of ``option`` (local; vectorised over paths per date)."""
+    """Longstaff-Schwartz price of ``option`` (also ``price(model, option, ...)``).
+
+    The paths are simulated in blocks by :func:`hpc.run.map_blocks` on ``executor``
+    (``"local"``, ``"mpi"``: collective, ``"dask"``), path ``i`` from the normals of global
+    index ``i``, and gathered on every rank; the backward regression then runs on the whole
+    set of paths (vectorised per date). So the price is bitwise the same for any executor,
+    rank count and ``batch``.
+    """
     if not isinstance(option, American):
         raise TypeError(f"option: expected American, got {type(option).__name__}")
     paths, degree = int(paths), int(degree)
@@ -58,10 +72,8 @@ def american_lsm(
         raise ValueError(f"paths={paths}, degree={degree}: need paths >= 10, degree >= 1")
     t0 = time.perf_counter()
     n, dt = option.exercises, option.maturity / option.exercises
-    z = RandomStreams(seed, stream).normals(0, paths, n)
-    increments = (model.rate - model.dividend - 0.5 * model.vol**2) * dt
-    log_s = math.log(model.spot) + np.cumsum(increments + model.vol * math.sqrt(dt) * z, axis=1)
-    spots = np.exp(log_s)  # (paths, dates)
+    fn = partial(_spots, n=n, dt=dt, model=model, seed=int(seed), stream=int(stream))
+    spots = map_blocks(fn, paths, n, executor, batch, comm, scheduler)  # (paths, dates)
     k = option.strike
 
     def payoff(s: np.ndarray) -> np.ndarray:
@@ -92,3 +104,14 @@ def american_lsm(
         paths=paths,
         seconds=time.perf_counter() - t0,
     )
+
+
+def _spots(
+    first: int, count: int, n: int, dt: float, model: GBM, seed: int, stream: int
+) -> np.ndarray:
+    """Spots of paths ``first .. first + count - 1`` at the ``n`` exercise dates (one block
+    per path: the rows of :func:`hpc.run.map_blocks`)."""
+    z = RandomStreams(seed, stream).normals(first, count, n)
+    increments = (model.rate - model.dividend - 0.5 * model.vol**2) * dt
+    log_s = math.log(model.spot) + np.cumsum(increments + model.vol * math.sqrt(dt) * z, axis=1)
+    return np.exp(log_s)

@@ -1,25 +1,26 @@
-"""European basket options on correlated geometric Brownian motions (``var.Market``), by Monte
-Carlo with the same blocks, streams and exact reduction as the single-asset engine."""
+"""Correlated geometric Brownian motions (``var.Market``) observed through a basket's weighted
+sum: the path step as a template of the Monte Carlo kernel (:mod:`.kernels`), the
+:class:`Basket` instrument and :func:`price_basket`.
+
+Date ``j`` of path ``p`` draws normals ``j d .. j d + d - 1`` of its stream (``d`` assets,
+``_ASSETS``, a constant of the kernel), correlated by the market's loading ``L`` (``L L^T``
+the correlation). The payoff observes the log of ``sum_k w_k S_k``. State per path: the
+``d`` log-spots, then ``d`` rows of normals (of the first path of the antithetic pair).
+"""
 
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from hpc.rng import RandomStreams
-from hpc.run import exact_sum, map_blocks
-
-from .engine import DEFAULT_BLOCK, PriceResult, estimate
+from .engine import DEFAULT_BLOCK, PriceResult
 from .instruments import _kind, _positive
-from .kernels import _pair, path_rows  # _pair: bound in the generated kernel
 from .var import Market
 
-__all__ = ["Basket", "price_basket"]
+__all__ = ["Basket", "price_basket", "pack", "rows", "STRIDE", "TEMPLATES"]
 
 
 @dataclass(frozen=True)
@@ -40,67 +41,101 @@ class Basket:
         object.__setattr__(self, "maturity", _positive("maturity", self.maturity))
         _kind(self.kind)
 
-
-def _basket_sums(
-    out,
-    first_block,
-    block,
-    k0,
-    k1,
-    stream,
-    log_s0,
-    drift,
-    sd,
-    loading,
-    weights,
-    strike,
-    call,
-    discount,
-    antithetic,
-):  # type: ignore[no-untyped-def]
-    d = log_s0.shape[0]
-    for b in prange(out.shape[0]):
-        z = np.empty(d)
-        acc = np.zeros(5)
-        base = np.uint64(first_block + b) * np.uint64(block)
-        for i in range(block):
-            p = base + np.uint64(i)
-            for j0 in range(0, d, 2):
-                z1, z2 = _pair(p, np.uint64(j0 // 2), k0, k1, stream, True)
-                z[j0] = z1
-                if j0 + 1 < d:
-                    z[j0 + 1] = z2
-            y = 0.0
-            c = 0.0
-            for sign in (1.0, -1.0):
-                value = 0.0
-                for a in range(d):
-                    shock = 0.0
-                    for m in range(d):
-                        shock += loading[a, m] * z[m]
-                    value += weights[a] * math.exp(log_s0[a] + drift[a] + sd[a] * sign * shock)
-                pay = max(value - strike, 0.0) if call else max(strike - value, 0.0)
-                y += discount * pay
-                c += discount * value
-                if not antithetic:
-                    break
-            if antithetic:
-                y *= 0.5
-                c *= 0.5
-            acc[0] += y
-            acc[1] += y * y
-            acc[2] += c
-            acc[3] += c * c
-            acc[4] += y * c
-        for k in range(5):
-            out[b, k] = acc[k]
+    @property
+    def steps(self) -> int:
+        return 1
 
 
-prange = range  # placeholder: the generated kernel module imports numba's
+STRIDE = 1  # one date per call of _m_step
+_MROWS = _HALF = _ASSETS = 0  # bound in the kernel
 
 
-def _rows(first: int, count: int, block: int, args: tuple) -> np.ndarray:
-    return path_rows(_basket_sums, (), 5, first, count, block, args)
+def rows(constants: dict[str, Any]) -> int:
+    return 2 * constants["_ASSETS"]
+
+
+def pack(market: Market, weights: np.ndarray, maturity: float, dates: int) -> np.ndarray:
+    """The model's parameter array: ``dt``, ``steps``, then per asset the log-spot, the drift
+    and the standard deviation of one step, the loading (row-major) and the weights."""
+    dt = maturity / dates
+    drift = (market.rate - market.dividends - 0.5 * market.vols**2) * dt
+    return np.concatenate(
+        [[dt, dates], np.log(market.spots), drift, market.vols * math.sqrt(dt),
+         np.ascontiguousarray(market.loading).ravel(), weights]
+    ).astype(np.float64)  # fmt: skip
+
+
+def _m_load(mp: Any) -> tuple:
+    return mp[0], int(mp[1])
+
+
+def _m_steps(m: Any) -> int:
+    return m[1]
+
+
+def _m_start(st: Any, r: int, i: int, m: Any, mp: Any) -> None:
+    for a in range(_ASSETS):
+        st[r + a, i] = mp[2 + a]
+
+
+def _m_level(st: Any, r: int, i: int, mp: Any) -> float:
+    """``ln sum_k w_k S_k`` of the path at rows ``r..``."""
+    d = _ASSETS
+    value = 0.0
+    for a in range(d):
+        value += mp[2 + 3 * d + d * d + a] * _exp(st[r + a, i])
+    return _log(value)
+
+
+def _m_move(st: Any, r: int, i: int, sign: float, j: int, m: Any, mp: Any, q: Any) -> None:
+    """Date ``j`` of the path at rows ``r..`` on the normals of rows ``_ASSETS..``."""
+    d = _ASSETS
+    for a in range(d):
+        shock = 0.0
+        for k in range(d):
+            shock += mp[2 + 3 * d + a * d + k] * st[d + k, i]
+        st[r + a, i] = st[r + a, i] + mp[2 + d + a] + mp[2 + 2 * d + a] * sign * shock
+    t = (j + 1) * m[0]
+    _p_observe(st, r + _MROWS, i, _m_level(st, r, i, mp), 0.0, t, q)
+
+
+def _m_step(
+    st: Any, i: int, p: Any, j: int, k0: Any, k1: Any, stream: Any, m: Any, mp: Any, q: Any,
+    antithetic: bool,
+) -> None:  # fmt: skip
+    d = _ASSETS
+    z1 = z2 = 0.0
+    for a in range(d):
+        k = j * d + a
+        if a == 0 or k % 2 == 0:
+            z1, z2 = _pair(p, np.uint64(k // 2), k0, k1, stream, True)
+        st[d + a, i] = z1 if k % 2 == 0 else z2
+    _m_move(st, 0, i, 1.0, j, m, mp, q)
+    if antithetic:
+        _m_move(st, _HALF, i, -1.0, j, m, mp, q)
+
+
+def _m_terminal(st: Any, r: int, i: int, m: Any, mp: Any) -> tuple:
+    return _m_level(st, r, i, mp), 0.0, m[1] * m[0]
+
+
+def _pair(index: Any, pair: Any, k0: Any, k1: Any, stream: Any, normal: bool) -> tuple:
+    raise NotImplementedError  # bound to hpc.rng's compiled pair in the kernel
+
+
+def _p_observe(st: Any, r: int, i: int, x: float, g: float, t: float, q: Any) -> None:
+    raise NotImplementedError  # the payoff's, bound in the kernel
+
+
+def _exp(x: float) -> float:
+    return math.exp(x)  # bound in the kernel
+
+
+def _log(x: float) -> float:
+    return math.log(x)  # bound in the kernel
+
+
+TEMPLATES = (_m_load, _m_steps, _m_start, _m_level, _m_move, _m_step, _m_terminal)
 
 
 def price_basket(
@@ -116,38 +151,16 @@ def price_basket(
     block: int = DEFAULT_BLOCK,
     comm: Any = None,
     scheduler: Any = None,
+    backend: Any = None,
 ) -> PriceResult:
-    """Price ``option`` on ``market``'s assets; the control variate is the discounted basket
-    value (mean ``sum_k w_k S_k exp(-q_k T)``). Collective for ``executor="mpi"``."""
-    if len(option.weights) != len(market.spots):
-        raise ValueError(f"weights: {len(option.weights)} for {len(market.spots)} assets")
-    t = option.maturity
-    per_sample = 2 if antithetic else 1
-    nblocks = math.ceil(int(paths) / per_sample / int(block))
-    n = nblocks * int(block)
-    rs = RandomStreams(seed, stream)
-    args = (
-        rs.key[0],
-        rs.key[1],
-        np.uint64(rs.stream),
-        np.log(market.spots),
-        (market.rate - market.dividends - 0.5 * market.vols**2) * t,
-        market.vols * math.sqrt(t),
-        np.ascontiguousarray(market.loading),
-        option.weights,
-        option.strike,
-        option.kind == "call",
-        math.exp(-market.rate * t),
-        bool(antithetic),
-    )
-    t0 = time.perf_counter()
-    rows = map_blocks(
-        partial(_rows, block=int(block), args=args), nblocks, 5, executor, batch, comm, scheduler
-    )
-    seconds = time.perf_counter() - t0
-    control = (
-        float(np.sum(option.weights * market.spots * np.exp(-market.dividends * t)))
-        if control_variate
-        else None
-    )
-    return estimate(exact_sum(rows), n, control, n * per_sample, seconds)
+    """Price ``option`` on ``market``'s assets: a thin wrapper of :func:`.engine.price`, kept
+    for its name. The control variate is the discounted basket value (mean
+    ``sum_k w_k S_k exp(-q_k T)``). Collective for ``executor="mpi"``; ``backend="gpu"`` runs
+    the paths on the GPU."""
+    from .engine import price
+
+    return price(
+        market, option, paths=paths, seed=seed, stream=stream, antithetic=antithetic,
+        control_variate=control_variate, executor=executor, batch=batch, block=block,
+        comm=comm, scheduler=scheduler, backend=backend,
+    )  # fmt: skip

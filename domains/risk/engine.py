@@ -1,4 +1,5 @@
-"""Monte Carlo pricing: paths in fixed blocks, run by hpc.run, reduced exactly."""
+"""Monte Carlo pricing, one entry point (:func:`price`) for every model and instrument: paths
+in fixed blocks of one generated kernel, run by hpc.run, reduced exactly."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import numpy as np
+
 from hpc.rng import RandomStreams
 from hpc.run import exact_sum, map_blocks
 
 from . import kernels
-from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European
+from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European, Heston
+from .var import Market
 
 __all__ = ["PriceResult", "price", "DEFAULT_BLOCK"]
 
@@ -66,9 +70,76 @@ def _control_mean(model: GBM, option: Any) -> float | None:
     return None
 
 
+_PAYOFF = {
+    European: "european",
+    AsianArithmetic: "arithmetic",
+    AsianGeometric: "geometric",
+    Barrier: "barrier",
+}
+
+
+def _payoff_params(option: Any, discount: float, s0: float, log_barrier: float) -> np.ndarray:
+    """The payoff's parameter array of ``option`` (``s0``: the delta's spot)."""
+    from . import kernels
+
+    pay = kernels._parts(_PAYOFF[type(option)])
+    extra = {}
+    if isinstance(option, Barrier):
+        extra = dict(log_barrier=log_barrier, up=option.direction == "up",
+                     knock_in=option.knock == "in")  # fmt: skip
+    return pay.pack(option.strike, option.kind == "call", discount, s0, option.steps, **extra)
+
+
+def _plan(
+    model: Any, option: Any, seed: int, stream: int, antithetic: bool
+) -> tuple[kernels.KernelSpec, float | None, bool]:
+    """The kernel's problem for ``model`` and ``option``, the exact mean of its control
+    variate (None: unknown) and whether the Greeks columns are the model's delta and vega."""
+    from . import basket, gbm, heston
+
+    rs = RandomStreams(seed, stream)
+    key = dict(k0=int(rs.key[0]), k1=int(rs.key[1]), stream=rs.stream, antithetic=antithetic)
+    if isinstance(model, GBM | Heston) and type(option) in _PAYOFF:
+        t = option.maturity
+        discount = math.exp(-model.rate * t)
+        forward = model.spot * math.exp(-model.dividend * t)  # discounted mean of S(T)
+        if isinstance(model, GBM):
+            dt = t / option.steps
+            drift = (model.rate - model.dividend - 0.5 * model.vol**2) * dt
+            mp = gbm.pack(math.log(model.spot), drift, model.vol, dt, option.steps)
+            barrier = option.simulated_barrier(model.vol) if isinstance(option, Barrier) else 1.0
+            pp = _payoff_params(option, discount, model.spot, math.log(barrier))
+            spec = kernels.KernelSpec("gbm", _PAYOFF[type(option)], mp, pp, **key)
+            return spec, _control_mean(model, option), True
+        if isinstance(option, Barrier) and option.continuity_correction:
+            raise ValueError("Heston: the barrier's continuity correction assumes GBM")
+        barrier = option.barrier if isinstance(option, Barrier) else 1.0
+        mp = heston.pack(model, t, option.steps)
+        pp = _payoff_params(option, discount, model.spot, math.log(barrier))
+        spec = kernels.KernelSpec("heston", _PAYOFF[type(option)], mp, pp, **key)
+        control = forward if isinstance(option, European | Barrier) else None
+        return spec, control, False
+    if isinstance(model, Market) and isinstance(option, basket.Basket):
+        if len(option.weights) != len(model.spots):
+            raise ValueError(f"weights: {len(option.weights)} for {len(model.spots)} assets")
+        t = option.maturity
+        discount = math.exp(-model.rate * t)
+        mp = basket.pack(model, option.weights, t, 1)
+        pp = _payoff_params(European(option.strike, t, option.kind), discount, 1.0, 0.0)
+        consts = (("_ASSETS", len(model.spots)),)
+        spec = kernels.KernelSpec("correlated", "european", mp, pp, constants=consts, **key)
+        control = float(np.sum(option.weights * model.spots * np.exp(-model.dividends * t)))
+        return spec, control, False
+    if not isinstance(model, GBM | Heston | Market):
+        raise TypeError(f"model: expected GBM, Heston or Market, got {type(model).__name__}")
+    raise TypeError(
+        f"option: unsupported instrument {type(option).__name__} for {type(model).__name__}"
+    )
+
+
 def price(
-    model: GBM,
-    option: European | AsianArithmetic | AsianGeometric | Barrier,
+    model: GBM | Heston | Market,
+    option: Any,
     paths: int = 1_000_000,
     seed: int = 0,
     stream: int = 0,
@@ -82,82 +153,83 @@ def price(
     sampler: str = "pseudo",
     replicates: int = 16,
     backend: Any = None,
+    degree: int = 3,
 ) -> PriceResult:
     """Price ``option`` under ``model`` by Monte Carlo (collective for ``executor="mpi"``).
 
-    ``backend``: ``"gpu"`` runs European and Asian paths on the GPU (numba.cuda; barriers stay
-    on the CPU); default: ``HPC_BACKEND`` / the CPU. GPU and CPU prices agree to rounding
-    (libdevice against :mod:`hpc.vmath`), each bitwise reproducible on its own.
+    One entry point for every combination:
 
-    ``sampler="sobol"``: scrambled Sobol points through a Brownian bridge, ``replicates``
-    independent scramblings giving the standard error (European and Asian options; no
+    ======================  ===================================================================
+    ``model``               ``option``
+    ======================  ===================================================================
+    :class:`GBM`            European, AsianArithmetic, AsianGeometric, Barrier; American
+                            (Longstaff-Schwartz, :func:`.american.american_lsm`, ``degree``)
+    :class:`Heston`         European, AsianArithmetic, AsianGeometric, Barrier (no continuity
+                            correction)
+    :class:`.var.Market`    :class:`.basket.Basket` (correlated GBM)
+    ======================  ===================================================================
+
+    Each (model, payoff) pair runs one generated kernel (:mod:`.kernels`) on blocks of paths
+    through :func:`hpc.run.map_blocks`, on the executor ``executor`` (``"local"``, ``"mpi"``,
+    ``"dask"``) and the backend ``backend`` (``"gpu"``: numba.cuda; default: ``HPC_BACKEND``
+    / the CPU). GPU and CPU prices agree to rounding (libdevice against :mod:`hpc.vmath`),
+    each bitwise reproducible on its own.
+
+    ``sampler="sobol"`` (GBM; European and Asian options): scrambled Sobol points through a
+    Brownian bridge, ``replicates`` independent scramblings giving the standard error (no
     antithetic or control variates, Greeks not estimated).
 
     The path count is rounded up to whole blocks of ``block`` samples. Sample ``i`` uses the
-    normals of global index ``i`` of ``RandomStreams(seed, stream)``, one per fixing, so the
-    result is bitwise the same for any executor, rank count or ``batch`` (blocks per task).
-    Controls: the discounted terminal spot for a European, the geometric Asian (closed form)
-    for an arithmetic Asian; the coefficient is estimated from the same paths.
+    normals of global index ``i`` of ``RandomStreams(seed, stream)``, so the result is bitwise
+    the same for any executor, rank count or ``batch`` (blocks per task). Controls (their
+    coefficient estimated from the same paths): the discounted terminal level for European,
+    barrier and basket options, the geometric Asian (closed form) for an arithmetic Asian
+    under GBM. Greeks: GBM only (pathwise for European and Asian options; for barriers,
+    whose payoff jumps, central differences on the same paths: spot x exp(+-0.01), vol +-0.01).
     """
-    if not isinstance(model, GBM):
-        raise TypeError(f"model: expected GBM, got {type(model).__name__}")
-    if not isinstance(option, European | AsianArithmetic | AsianGeometric | Barrier):
-        raise TypeError(f"option: unsupported instrument {type(option).__name__}")
+    from .american import American, american_lsm
+
+    if isinstance(option, American):
+        if not isinstance(model, GBM):
+            raise TypeError(f"model: American options need GBM, got {type(model).__name__}")
+        return american_lsm(
+            model, option, paths, seed, stream, degree, executor, batch, comm, scheduler
+        )
     paths, block = int(paths), int(block)
     if paths < 2 or block < 1:
         raise ValueError(f"paths={paths}, block={block}: need paths >= 2 and block >= 1")
+    if sampler not in ("pseudo", "sobol"):
+        raise ValueError(f"sampler={sampler!r}: expected 'pseudo' or 'sobol'")
     per_sample = 2 if antithetic and sampler == "pseudo" else 1
     nblocks = math.ceil(paths / per_sample / block)
     samples = nblocks * block
-    kind = {
-        European: kernels.EUROPEAN,
-        AsianArithmetic: kernels.ARITHMETIC,
-        AsianGeometric: kernels.GEOMETRIC,
-        Barrier: kernels.BARRIER,
-    }[type(option)]
-    dt = option.maturity / option.steps
-    rs = RandomStreams(seed, stream)
-    barrier = isinstance(option, Barrier)
-    params = {
-        "k0": int(rs.key[0]),
-        "k1": int(rs.key[1]),
-        "stream": rs.stream,
-        "log_s0": math.log(model.spot),
-        "s0": model.spot,
-        "drift": (model.rate - model.dividend - 0.5 * model.vol**2) * dt,
-        "vol": model.vol,
-        "dt": dt,
-        "steps": option.steps,
-        "strike": option.strike,
-        "call": option.kind == "call",
-        "kind": kind,
-        "barrier": option.simulated_barrier(model.vol) if barrier else 0.0,
-        "up": barrier and option.direction == "up",
-        "knock_in": barrier and option.knock == "in",
-        "discount": math.exp(-model.rate * option.maturity),
-        "antithetic": bool(antithetic),
-    }
+    spec, control, greeks_known = _plan(model, option, seed, stream, bool(antithetic))
     if sampler == "sobol":
+        if not isinstance(model, GBM):
+            raise ValueError("sampler='sobol' prices under GBM")
         return _price_sobol(
             model, option, nblocks, block, seed, replicates, executor, batch, comm, scheduler
         )
-    if sampler != "pseudo":
-        raise ValueError(f"sampler={sampler!r}: expected 'pseudo' or 'sobol'")
     from hpc.backend import get_backend
 
-    gpu = get_backend(backend).is_gpu and not barrier
-    fn = partial(_rows, block=block, params=params, gpu=gpu)
+    gpu = get_backend(backend).is_gpu
+    fn = partial(_rows, block=block, spec=spec, gpu=gpu)
     t0 = time.perf_counter()
     rows = map_blocks(fn, nblocks, kernels.WIDTH, executor, batch, comm, scheduler)
     seconds = time.perf_counter() - t0
     sy, syy, sc, scc, syc, sd, sdd, sv, svv = exact_sum(rows)
-    control = _control_mean(model, option) if control_variate else None
     greeks: dict[str, float | None] = {}
-    for name, s1, s2 in (("delta", sd, sdd), ("vega", sv, svv)):
-        mean, se = mean_and_stderr(s1, s2, samples)
-        greeks[name], greeks[f"{name}_stderr"] = mean, se
+    if greeks_known:
+        for name, s1, s2 in (("delta", sd, sdd), ("vega", sv, svv)):
+            mean, se = mean_and_stderr(s1, s2, samples)
+            greeks[name], greeks[f"{name}_stderr"] = mean, se
     return estimate(
-        (sy, syy, sc, scc, syc), samples, control, samples * per_sample, seconds, **greeks
+        (sy, syy, sc, scc, syc),
+        samples,
+        control if control_variate else None,
+        samples * per_sample,
+        seconds,
+        **greeks,
     )
 
 
@@ -202,8 +274,13 @@ def estimate(
     )
 
 
-def _rows(first: int, count: int, block: int, params: dict[str, Any], gpu: bool) -> Any:
-    return kernels.block_sums(first, count, block, params, gpu)
+def _rows(first: int, count: int, block: int, spec: kernels.KernelSpec, gpu: bool) -> Any:
+    xp = None
+    if gpu:
+        from hpc.backend import get_backend
+
+        xp = get_backend("gpu").xp
+    return kernels.block_sums(first, count, block, spec, gpu, xp)
 
 
 def _sobol_payoff(w: Any, spec: dict[str, Any]) -> Any:

@@ -1,97 +1,99 @@
-"""European options under Heston by Monte Carlo (full-truncation Euler), same blocks, streams
-and exact reduction as the GBM engine: reproducible on any executor."""
+"""Path step of the Heston model (:class:`.instruments.Heston`), full-truncation Euler: a
+template of the Monte Carlo kernel (:mod:`.kernels`), and :func:`price_heston`.
+
+Step ``j`` of path ``p`` draws the pair of normals ``j`` of its stream (the variance's and an
+independent one, mixed by ``rho``). The simulation grid refines the instrument's dates:
+``sub`` Euler steps per date, the payoff observing the path every ``sub``-th step. State per
+path: ``x = ln S`` and the variance ``v``. No volatility derivative (``g = 0``): Greeks other
+than delta are not reported.
+"""
 
 from __future__ import annotations
 
 import math
-import time
-from functools import partial
 from typing import Any
 
 import numpy as np
 
-from hpc.rng import RandomStreams
-from hpc.run import exact_sum, map_blocks
-
-from .engine import DEFAULT_BLOCK, PriceResult, estimate
+from .engine import DEFAULT_BLOCK, PriceResult
 from .instruments import European, Heston
-from .kernels import _pair, path_rows  # _pair: bound in the generated kernel
 
-__all__ = ["price_heston"]
+__all__ = ["price_heston", "pack", "rows", "STRIDE", "TEMPLATES"]
 
-def _heston_terminal(
-    p, k0, k1, stream, log_s0, v0, kappa, theta, xi, rho, mu, dt, steps, sign
-):  # type: ignore[no-untyped-def]
-    """The terminal spot of path ``p`` (full-truncation Euler; ``sign`` -1 flips the normals)."""
-    x, v = log_s0, v0
+STRIDE = 1  # one Euler step (one pair of normals) per call of _m_step
+_MROWS = _HALF = 0  # bound in the kernel
+
+
+def rows(constants: dict[str, Any]) -> int:
+    return 2
+
+
+def pack(model: Heston, maturity: float, dates: int) -> np.ndarray:
+    """The model's parameter array for ``dates`` equally spaced dates up to ``maturity``: at
+    least ``steps_per_year`` Euler steps a year, a whole number per date."""
+    sub = max(1, math.ceil(model.steps_per_year * maturity / dates))
+    steps = sub * dates
+    mu = model.rate - model.dividend
+    return np.array(
+        [math.log(model.spot), model.v0, model.kappa, model.theta, model.xi, model.rho, mu,
+         maturity / steps, steps, sub],
+        dtype=np.float64,
+    )  # fmt: skip
+
+
+def _m_load(mp: Any) -> tuple:
+    rho = mp[5]
+    return (mp[0], mp[1], mp[2], mp[3], mp[4], rho, math.sqrt(max(1.0 - rho * rho, 0.0)),
+            mp[6], mp[7], int(mp[8]), int(mp[9]))  # fmt: skip
+
+
+def _m_steps(m: Any) -> int:
+    return m[9]
+
+
+def _m_start(st: Any, r: int, i: int, m: Any, mp: Any) -> None:
+    st[r, i] = m[0]
+    st[r + 1, i] = m[1]
+
+
+def _m_euler(st: Any, r: int, i: int, zv: float, zi: float, j: int, m: Any, q: Any) -> None:
+    """Step ``j`` of the path at rows ``r..``: full truncation of the variance."""
+    kappa, theta, xi, rho, rho_c, mu, dt, sub = m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[10]
     sq = math.sqrt(dt)
-    rho_c = math.sqrt(max(1.0 - rho * rho, 0.0))
-    for j in range(steps):
-        zv, zi = _pair(p, np.uint64(j), k0, k1, stream, True)
-        zv, zi = sign * zv, sign * zi
-        vp = max(v, 0.0)
-        root = math.sqrt(vp)
-        x += (mu - 0.5 * vp) * dt + root * sq * (rho * zv + rho_c * zi)
-        v += kappa * (theta - vp) * dt + xi * root * sq * zv
-    return math.exp(x)
+    x, v = st[r, i], st[r + 1, i]
+    vp = max(v, 0.0)
+    root = math.sqrt(vp)
+    x += (mu - 0.5 * vp) * dt + root * sq * (rho * zv + rho_c * zi)
+    v += kappa * (theta - vp) * dt + xi * root * sq * zv
+    st[r, i] = x
+    st[r + 1, i] = v
+    if (j + 1) % sub == 0:
+        _p_observe(st, r + _MROWS, i, x, 0.0, (j + 1) * dt, q)
 
 
-def _heston_sums(
-    out,
-    first_block,
-    block,
-    k0,
-    k1,
-    stream,
-    log_s0,
-    v0,
-    kappa,
-    theta,
-    xi,
-    rho,
-    mu,
-    dt,
-    steps,
-    strike,
-    call,
-    discount,
-    antithetic,
-):  # type: ignore[no-untyped-def]
-    for b in prange(out.shape[0]):
-        sy = syy = sc = scc = syc = 0.0
-        base = np.uint64(first_block + b) * np.uint64(block)
-        for i in range(block):
-            p = base + np.uint64(i)
-            s = _heston_terminal(
-                p, k0, k1, stream, log_s0, v0, kappa, theta, xi, rho, mu, dt, steps, 1.0
-            )
-            y = discount * (max(s - strike, 0.0) if call else max(strike - s, 0.0))
-            c = discount * s
-            if antithetic:
-                s = _heston_terminal(
-                    p, k0, k1, stream, log_s0, v0, kappa, theta, xi, rho, mu, dt, steps, -1.0
-                )
-                y = 0.5 * (
-                    y + discount * (max(s - strike, 0.0) if call else max(strike - s, 0.0))
-                )
-                c = 0.5 * (c + discount * s)
-            sy += y
-            syy += y * y
-            sc += c
-            scc += c * c
-            syc += y * c
-        out[b, 0] = sy
-        out[b, 1] = syy
-        out[b, 2] = sc
-        out[b, 3] = scc
-        out[b, 4] = syc
+def _m_step(
+    st: Any, i: int, p: Any, j: int, k0: Any, k1: Any, stream: Any, m: Any, mp: Any, q: Any,
+    antithetic: bool,
+) -> None:  # fmt: skip
+    zv, zi = _pair(p, np.uint64(j), k0, k1, stream, True)
+    _m_euler(st, 0, i, zv, zi, j, m, q)
+    if antithetic:
+        _m_euler(st, _HALF, i, -zv, -zi, j, m, q)
 
 
-prange = range  # placeholder: the generated kernel module imports numba's
+def _m_terminal(st: Any, r: int, i: int, m: Any, mp: Any) -> tuple:
+    return st[r, i], 0.0, m[9] * m[8]
 
 
-def _rows(first: int, count: int, block: int, args: tuple) -> np.ndarray:
-    return path_rows(_heston_sums, (_heston_terminal,), 5, first, count, block, args)
+def _pair(index: Any, pair: Any, k0: Any, k1: Any, stream: Any, normal: bool) -> tuple:
+    raise NotImplementedError  # bound to hpc.rng's compiled pair in the kernel
+
+
+def _p_observe(st: Any, r: int, i: int, x: float, g: float, t: float, q: Any) -> None:
+    raise NotImplementedError  # the payoff's, bound in the kernel
+
+
+TEMPLATES = (_m_load, _m_steps, _m_start, _m_euler, _m_step, _m_terminal)
 
 
 def price_heston(
@@ -107,43 +109,18 @@ def price_heston(
     block: int = DEFAULT_BLOCK,
     comm: Any = None,
     scheduler: Any = None,
+    backend: Any = None,
 ) -> PriceResult:
-    """Price a European option under ``model``; the control variate is the discounted terminal
-    spot (mean ``S0 exp(-q T)``). Collective for ``executor="mpi"``."""
+    """Price ``option`` (European, Asian or barrier) under the Heston ``model``: a thin wrapper
+    of :func:`.engine.price`, kept for its name. The control variate of a European or barrier
+    option is the discounted terminal spot (mean ``S0 exp(-q T)``). Collective for
+    ``executor="mpi"``; ``backend="gpu"`` runs the paths on the GPU."""
+    from .engine import price
+
     if not isinstance(model, Heston):
         raise TypeError(f"model: expected Heston, got {type(model).__name__}")
-    if not isinstance(option, European):
-        raise TypeError(
-            f"option: the Heston engine prices European options, not {type(option).__name__}"
-        )
-    per_sample = 2 if antithetic else 1
-    nblocks = math.ceil(int(paths) / per_sample / int(block))
-    n = nblocks * int(block)
-    steps = max(1, math.ceil(model.steps_per_year * option.maturity))
-    dt = option.maturity / steps
-    rs = RandomStreams(seed, stream)
-    args = (
-        rs.key[0],
-        rs.key[1],
-        np.uint64(rs.stream),
-        math.log(model.spot),
-        model.v0,
-        model.kappa,
-        model.theta,
-        model.xi,
-        model.rho,
-        model.rate - model.dividend,
-        dt,
-        steps,
-        option.strike,
-        option.kind == "call",
-        math.exp(-model.rate * option.maturity),
-        bool(antithetic),
-    )
-    t0 = time.perf_counter()
-    rows = map_blocks(
-        partial(_rows, block=int(block), args=args), nblocks, 5, executor, batch, comm, scheduler
-    )
-    seconds = time.perf_counter() - t0
-    control = model.spot * math.exp(-model.dividend * option.maturity) if control_variate else None
-    return estimate(exact_sum(rows), n, control, n * per_sample, seconds)
+    return price(
+        model, option, paths=paths, seed=seed, stream=stream, antithetic=antithetic,
+        control_variate=control_variate, executor=executor, batch=batch, block=block,
+        comm=comm, scheduler=scheduler, backend=backend,
+    )  # fmt: skip

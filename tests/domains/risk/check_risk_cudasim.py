@@ -30,6 +30,25 @@ def main() -> int:
         gpu = kernels._gpu_block_sums(7, 3, 40, params, xp=np)
         # libdevice (here: Python's math) against hpc.vmath: rounding only
         assert np.allclose(gpu, cpu, rtol=1e-12, atol=1e-13), (kind, gpu - cpu)
+    # every other (model, payoff) kernel: barriers, Heston, the correlated basket
+    from hpc.domains.risk import GBM, AsianArithmetic, Barrier, Basket, European, Heston, Market
+    from hpc.domains.risk.engine import _plan
+
+    gbm = GBM(spot=90.0, vol=0.3, rate=0.02, dividend=0.01)
+    heston = Heston(spot=90.0, v0=0.05, kappa=1.2, theta=0.04, xi=0.4, rho=-0.6, rate=0.02,
+                    steps_per_year=8)  # fmt: skip
+    market = Market([90.0, 60.0], [0.3, 0.2], [[1.0, 0.5], [0.5, 1.0]], rate=0.02)
+    for model, option, antithetic in (
+        (gbm, Barrier(95.0, 0.9, "call", 110.0, "up", "out", 5), True),
+        (gbm, Barrier(95.0, 0.9, "put", 80.0, "down", "in", 4), False),
+        (heston, European(95.0, 0.9, "put"), True),
+        (heston, AsianArithmetic(95.0, 0.9, "call", 3), False),
+        (market, Basket([0.5, 0.5], 70.0, 0.9, "call"), True),
+    ):
+        spec = _plan(model, option, 3, 2, antithetic)[0]
+        cpu = kernels.block_sums(7, 3, 40, spec)
+        gpu = kernels._gpu_block_sums(7, 3, 40, spec, xp=np)
+        assert np.allclose(gpu, cpu, rtol=1e-11, atol=1e-12), (model, option, gpu - cpu)
     print("cudasim: GPU path kernels equal the CPU kernels")
     return 0
 

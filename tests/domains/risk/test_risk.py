@@ -579,3 +579,70 @@ def test_gpu_price_equals_the_cpu_price_on_the_same_samples(option):
     assert gpu.delta == pytest.approx(cpu.delta, rel=1e-9)
     again = price(model, option, paths=2_000_000, seed=11, backend="gpu", batch=3)
     assert again.price == gpu.price  # bitwise reproducible on the device, any batching
+
+
+def test_one_entry_point_prices_every_model_the_same_on_every_executor():
+    """``price`` dispatches on the model and instrument; the old names are the same numbers;
+    each combination is bitwise the same for any batch size and on Dask."""
+    pytest.importorskip("distributed")
+    from distributed import Client, LocalCluster
+    from hpc.domains.risk import (
+        American,
+        Basket,
+        Heston,
+        Market,
+        american_lsm,
+        price_basket,
+        price_heston,
+    )
+
+    gbm = GBM(spot=100, vol=0.25, rate=0.02, dividend=0.01)
+    heston = Heston(spot=100, v0=0.05, kappa=1.2, theta=0.04, xi=0.4, rho=-0.6, rate=0.02)
+    market = Market([100, 60], [0.2, 0.3], [[1, 0.3], [0.3, 1]], rate=0.02)
+    cases = [
+        (gbm, Barrier(100, 0.5, "put", 85, "down", "out", 8), price, 20_000),
+        (heston, European(100, 0.25, "call"), price_heston, 10_000),
+        (heston, Barrier(100, 0.25, "call", 110, "up", "in", 4), price, 10_000),
+        (market, Basket([0.4, 0.6], 75, 1.0, "put"), price_basket, 20_000),
+        (gbm, American(100, 0.5, "put", 6), american_lsm, 5_000),
+    ]
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        for model, option, wrapper, paths in cases:
+            ref = price(model, option, paths=paths, seed=9)
+            old = wrapper(model, option, paths=paths, seed=9)
+            assert (old.price, old.stderr) == (ref.price, ref.stderr), option
+            got = price(model, option, paths=paths, seed=9, batch=3)
+            assert (got.price, got.stderr) == (ref.price, ref.stderr), option
+            got = price(model, option, paths=paths, seed=9, executor="dask", scheduler=client)
+            assert (got.price, got.stderr) == (ref.price, ref.stderr), option
+    with pytest.raises(TypeError, match="Basket for GBM"):
+        price(gbm, Basket([1.0], 100, 1.0))
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        European(100, 1.0, "put"),
+        AsianGeometric(105, 1.0, "call", fixings=6),
+        Barrier(100, 1.0, "call", 125, "up", "out", monitoring=12),
+    ],
+)
+def test_heston_without_vol_of_vol_is_gbm(option):
+    """xi = 0, v0 = theta: the Heston paths are GBM's with vol sqrt(theta) (Euler in ln S is
+    exact then), so every payoff is priced as under GBM, within 4 combined standard errors."""
+    from hpc.domains.risk import Heston
+
+    heston = Heston(spot=100, v0=0.04, kappa=2.0, theta=0.04, xi=0.0, rho=-0.5, rate=0.03,
+                    dividend=0.01, steps_per_year=24)  # fmt: skip
+    gbm = GBM(spot=100, vol=0.2, rate=0.03, dividend=0.01)
+    h = price(heston, option, paths=200_000, seed=4)
+    g = price(gbm, option, paths=200_000, seed=5)
+    assert abs(h.price - g.price) <= 4 * math.hypot(h.stderr, g.stderr), (option, h, g)
+    if isinstance(option, AsianGeometric):
+        exact = geometric_asian(gbm, option)
+        assert abs(h.price - exact) <= 4 * h.stderr, (h, exact)

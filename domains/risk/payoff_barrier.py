@@ -1,0 +1,91 @@
+"""Payoff of a knock-in or knock-out European call or put, the barrier monitored at the
+observation dates: a template of the Monte Carlo kernel (:mod:`.kernels`).
+
+The path is watched with four bumped copies on the same Brownian motion (log-spot
+``+-SPOT_BUMP``, volatility ``+-VOL_BUMP``: ``ln S`` moves by ``+-h g - h^2 t / 2`` under GBM),
+whose payoffs give the Greeks by central differences on common random numbers (the payoff
+jumps: no pathwise derivative). Control variate: the discounted level at maturity.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["pack", "constants", "ROWS", "TEMPLATES", "SPOT_BUMP", "VOL_BUMP"]
+
+SPOT_BUMP = 0.01  # log-spot bump (about 1%) ...
+VOL_BUMP = 0.01  # ... and absolute volatility bump, central differences on common paths
+ROWS = 5  # hit flags of the path and its four bumped copies
+
+
+def constants(payoff: str) -> dict[str, Any]:
+    return {}
+
+
+def pack(
+    strike: float, call: bool, discount: float, s0: float, dates: int, log_barrier: float = 0.0,
+    up: bool = True, knock_in: bool = False,
+) -> np.ndarray:  # fmt: skip
+    """The payoff's parameter array (``log_barrier``: of the simulated barrier)."""
+    flags = [1.0 if call else 0.0, 1.0 if up else 0.0, 1.0 if knock_in else 0.0]
+    return np.array([strike, discount, s0, log_barrier, *flags], dtype=np.float64)
+
+
+def _p_load(pp: Any) -> tuple:
+    return pp[0], pp[1], pp[2], pp[3], pp[4] != 0.0, pp[5] != 0.0, pp[6] != 0.0
+
+
+def _p_start(st: Any, r: int, i: int, q: Any) -> None:
+    pass  # no hits yet
+
+
+def _bumped(x: float, g: float, t: float, k: int) -> float:
+    """``ln S`` of copy ``k``: 0 the path, 1/2 spot up/down, 3/4 volatility up/down."""
+    if k == 0:
+        return x
+    if k <= 2:
+        return x + (SPOT_BUMP if k == 1 else -SPOT_BUMP)
+    h = VOL_BUMP if k == 3 else -VOL_BUMP
+    return x + h * g - 0.5 * VOL_BUMP * VOL_BUMP * t
+
+
+def _p_observe(st: Any, r: int, i: int, x: float, g: float, t: float, q: Any) -> None:
+    log_barrier, up = q[3], q[5]
+    for k in range(5):
+        xk = _bumped(x, g, t, k)
+        if (up and xk >= log_barrier) or (not up and xk <= log_barrier):
+            st[r + k, i] = 1.0
+
+
+def _p_value(st: Any, r: int, i: int, x: float, g: float, t: float, q: Any) -> tuple:
+    strike, discount, s0, log_barrier, call, up, knock_in = q
+    y0 = y1 = y2 = y3 = y4 = 0.0
+    for k in range(5):
+        a = _exp(_bumped(x, g, t, k))
+        pay = max(a - strike, 0.0) if call else max(strike - a, 0.0)
+        hit = st[r + k, i] != 0.0
+        alive = hit if knock_in else not hit
+        yk = discount * pay if alive else 0.0
+        if k == 0:
+            y0 = yk
+        elif k == 1:
+            y1 = yk
+        elif k == 2:
+            y2 = yk
+        elif k == 3:
+            y3 = yk
+        else:
+            y4 = yk
+    delta = (y1 - y2) / (s0 * (math.exp(SPOT_BUMP) - math.exp(-SPOT_BUMP)))
+    vega = (y3 - y4) / (2.0 * VOL_BUMP)
+    return y0, discount * _exp(x), delta, vega
+
+
+def _exp(x: float) -> float:
+    raise NotImplementedError  # bound in the kernel
+
+
+TEMPLATES = (_p_load, _p_start, _bumped, _p_observe, _p_value)
