@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from hpc.dispatch import DeviceTable
+
 from . import kernels as K
 from .scoring import AlphabetError, Scoring
 
@@ -34,6 +36,10 @@ _I16_LIMIT = (1 << 14) - 1  # |values| the 16-bit kernels may hold, with room be
 _NEG = {np.int16: -(1 << 14), np.int32: -(1 << 29)}
 
 SeqLike = str | bytes | np.ndarray
+
+# the score kernels of each device (hpc.dispatch): lane kernels on the CPU, a thread per pair
+# on the GPU
+SCORES = DeviceTable("align.scores")
 
 
 def _mode(mode: str) -> int:
@@ -173,10 +179,20 @@ def score_many(
     m = _mode(mode)
     qe = encode_all(queries, scoring, "query")
     te = encode_all(targets, scoring, "target")
-    if _is_gpu(backend):
-        qi = np.repeat(np.arange(len(qe)), len(te))
-        ti = np.tile(np.arange(len(te)), len(qe))
-        return _gpu_scores(qe, te, qi, ti, scoring, m).reshape(len(qe), len(te))
+    return _ops(backend).all_vs_all(qe, te, scoring, m)
+
+
+@SCORES.gpu("all_vs_all")
+def _all_vs_all_gpu(qe: Encoded, te: Encoded, scoring: Scoring, m: int) -> np.ndarray:
+    """Every pair on the GPU (one thread per pair)."""
+    qi = np.repeat(np.arange(len(qe)), len(te))
+    ti = np.tile(np.arange(len(te)), len(qe))
+    return _gpu_scores(qe, te, qi, ti, scoring, m).reshape(len(qe), len(te))
+
+
+@SCORES.cpu("all_vs_all")
+def _all_vs_all_cpu(qe: Encoded, te: Encoded, scoring: Scoring, m: int) -> np.ndarray:
+    """Every query against buckets of targets (the shared-query lane kernel)."""
     out = np.empty((len(qe), len(te)), dtype=np.int64)
     if len(te) == 0 or len(qe) == 0:
         return out
@@ -248,9 +264,7 @@ def score_pairs(
     scoring, m, qe, te, qi, ti = _pair_inputs(
         queries, targets, scoring, mode, query_index, target_index
     )
-    if _is_gpu(backend):
-        return _gpu_scores(qe, te, qi, ti, scoring, m)
-    return _pairs_cpu(qe, te, qi, ti, scoring, m)
+    return _ops(backend).pairs(qe, te, qi, ti, scoring, m)
 
 
 def _pair_inputs(queries, targets, scoring, mode, query_index, target_index):
@@ -278,6 +292,7 @@ def _dna_args(scoring: Scoring) -> np.ndarray:
     return np.array((*(mat.dna or (0, 0, 0, -1)), pad), dtype=np.int64)
 
 
+@SCORES.cpu("pairs")
 def _pairs_cpu(qe, te, qi, ti, scoring: Scoring, mode: int) -> np.ndarray:
     n = qi.size
     out = np.empty(n, dtype=np.int64)
@@ -354,16 +369,17 @@ def _run_pairs(idx, qcodes, qrow, qlens, qmax, tcodes, trow, tlens, tmax, mat, d
     return sub
 
 
-def _is_gpu(backend: Any) -> bool:
-    """Whether ``backend`` (a name, a Backend or None for ``HPC_BACKEND``) is the GPU.
+def _ops(backend: Any) -> Any:
+    """The score kernels of ``backend`` (a name, a Backend or None for ``HPC_BACKEND``).
 
     Resolving it also shares the node's cores among the ranks for numba's threads.
     """
     from hpc.backend import get_backend
 
-    return get_backend(backend).is_gpu
+    return SCORES.on(get_backend(backend))
 
 
+@SCORES.gpu("pairs")
 def _gpu_scores(qe, te, qi, ti, scoring, mode) -> np.ndarray:
     from . import cuda_kernels
 
