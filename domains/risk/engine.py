@@ -212,8 +212,7 @@ def price(
         )
     from hpc.backend import get_backend
 
-    gpu = get_backend(backend).is_gpu
-    fn = partial(_rows, block=block, spec=spec, gpu=gpu)
+    fn = partial(kernels.BLOCKS.on(get_backend(backend)).block_rows, block=block, spec=spec)
     t0 = time.perf_counter()
     rows = map_blocks(fn, nblocks, kernels.WIDTH, executor, batch, comm, scheduler)
     seconds = time.perf_counter() - t0
@@ -272,15 +271,6 @@ def estimate(
         control_beta=None if beta is None else float(beta),
         **greeks,
     )
-
-
-def _rows(first: int, count: int, block: int, spec: kernels.KernelSpec, gpu: bool) -> Any:
-    xp = None
-    if gpu:
-        from hpc.backend import get_backend
-
-        xp = get_backend("gpu").xp
-    return kernels.block_sums(first, count, block, spec, gpu, xp)
 
 
 def _sobol_payoff(w: Any, spec: dict[str, Any]) -> Any:

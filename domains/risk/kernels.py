@@ -34,9 +34,11 @@ from typing import Any
 
 import numpy as np
 
+from hpc.dispatch import DeviceTable
 from hpc.rng import device_functions
 
 __all__ = [
+    "BLOCKS",
     "KernelSpec",
     "block_sums",
     "kernel_module",
@@ -247,27 +249,39 @@ def kernel_module(model: str, payoff: str, constants: tuple, target: str) -> typ
     return module
 
 
+BLOCKS = DeviceTable("risk.kernels")
+"""The block-sum kernel of each device: ``BLOCKS.on(backend).block_rows(first, count, block,
+spec, xp=None)`` (the CPU lane kernel; on the GPU the sample and block-total kernels)."""
+
+
 def block_sums(
-    first: int, count: int, block: int, spec: Any, gpu: bool = False, xp: Any = None
+    first: int, count: int, block: int, spec: Any, backend: Any = "cpu", xp: Any = None
 ) -> np.ndarray:
     """``(count, WIDTH)`` sums of blocks ``first .. first + count - 1`` (``block`` samples
     each) of ``spec`` (a :class:`KernelSpec`, or the parameter dict of a GBM option, as
-    earlier versions took), on the CPU or the GPU (``xp``: the device array module, from
-    :mod:`hpc.backend`); the rows come back to the host either way."""
-    if isinstance(spec, dict):
-        spec = _from_params(spec)
-    if gpu:
-        return _gpu_block_sums(first, count, block, spec, xp)
-    module = kernel_module(spec.model, spec.payoff, spec.constants, "cpu")
-    out = np.empty((count, WIDTH))
-    module._lanes_sums(out, first, block, *_stream(spec), spec.mp, spec.pp, spec.antithetic)
-    return out
+    earlier versions took), on ``backend``'s device (a :class:`hpc.backend.Backend` or its
+    name; ``xp``: the device array module, from :mod:`hpc.backend`); the rows come back to
+    the host either way."""
+    return BLOCKS.on(backend).block_rows(first, count, block, spec, xp)
 
 
 def _stream(spec: KernelSpec) -> tuple[np.uint64, np.uint64, np.uint64]:
     return np.uint64(spec.k0), np.uint64(spec.k1), np.uint64(spec.stream)
 
 
+@BLOCKS.cpu("block_rows")
+def _cpu_block_sums(first: int, count: int, block: int, spec: Any, xp: Any = None) -> np.ndarray:
+    """:func:`block_sums` on the CPU: the lane kernel (``xp`` is not used: the rows are host
+    arrays)."""
+    if isinstance(spec, dict):
+        spec = _from_params(spec)
+    module = kernel_module(spec.model, spec.payoff, spec.constants, "cpu")
+    out = np.empty((count, WIDTH))
+    module._lanes_sums(out, first, block, *_stream(spec), spec.mp, spec.pp, spec.antithetic)
+    return out
+
+
+@BLOCKS.gpu("block_rows")
 def _gpu_block_sums(first: int, count: int, block: int, spec: Any, xp: Any = None) -> np.ndarray:
     """:func:`block_sums` on the GPU, in launches of at most about 2**22 samples (``xp``:
     the device array module; default: the GPU backend's, NumPy under the CUDA simulator)."""

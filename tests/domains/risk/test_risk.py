@@ -558,6 +558,25 @@ def test_vector_kernel_equals_a_numpy_simulation_on_the_same_normals(kind, antit
     np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12)
 
 
+def test_the_block_kernel_is_chosen_once_per_device():
+    """``kernels.BLOCKS`` holds the block kernel of each device; ``block_sums`` on the CPU
+    backend (by name or object) is the lane kernel's rows."""
+    from hpc.domains.risk import kernels
+
+    from hpc.backend import get_backend
+
+    assert kernels.BLOCKS.on("cpu").block_rows is kernels._cpu_block_sums
+    assert kernels.BLOCKS.on("gpu").block_rows is kernels._gpu_block_sums
+    spec = dict(
+        k0=5, k1=7, stream=1, log_s0=math.log(100.0), s0=100.0, drift=-0.01, vol=0.2,
+        dt=0.25, steps=4, strike=100.0, call=True, kind=kernels.ARITHMETIC,
+        discount=0.98, barrier=0.0, up=False, knock_in=False, antithetic=True,
+    )  # fmt: skip
+    rows = kernels.block_sums(3, 2, 50, spec)
+    assert rows.shape == (2, kernels.WIDTH)
+    same = kernels.block_sums(3, 2, 50, spec, get_backend("cpu"))
+    np.testing.assert_array_equal(same, rows)
+
 @pytest.mark.cudasim
 def test_gpu_path_kernels_under_the_simulator_equal_the_cpu_kernels():
     from tests.conftest import run_cudasim
