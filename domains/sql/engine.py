@@ -39,6 +39,7 @@ from .catalog import Catalog, ScanCache
 from .errors import SQLError, UnsupportedSQL, describe
 from .exchange import allgather_columns, global_rows, partition_by_keys, ship
 from .expressions import Frame, InSet, column_key, evaluate, predicate_mask, to_column
+from .ops import OPS
 from .planner import QueryPlan, Source, aliases_of, parse, plan_select
 from .ranges import bounds_mask, split_bounds
 from .restrict import restricted
@@ -160,12 +161,13 @@ def _execute(select: exp.Select, catalog: ScanCache, comm: Any, options: QueryOp
     frames: dict[str, Frame] = {}
     refs = _refs_after_scans(plan)
     used = {column_key(c) for c in refs}
-    # raw carried strings only on the host: their grouping check is a CPU kernel
-    kept_raw = set() if options.backend.is_gpu else carried.carried_columns(plan, refs)
+    device = OPS.on(options.backend)
+    # raw carried strings where the device has their grouping check (a CPU kernel)
+    kept_raw = carried.carried_columns(plan, refs) if device.carries_raw_columns else set()
     # one table grouped: a filter that keeps most rows hands its mask to the aggregate
     # instead of gathering every column (TPC-H Q1 keeps 98% of lineitem)
     defer = (len(plan.sources) == 1 and plan.sources[0].subquery is None and bool(plan.group)
-             and not plan.residual and not plan.distinct and not options.backend.is_gpu)
+             and not plan.residual and not plan.distinct and device.defers_scan_filter)
     selection = None
     for src in plan.sources:  # the scans first: their keys restrict the derived tables
         if src.subquery is None:
@@ -493,8 +495,8 @@ def _join(x: _Joined, y: _Joined, edges, how: str, comm: Any, options: QueryOpti
     backend = options.backend
     pkey, pvalid, bkey, bvalid = _combined_keys(backend, [probe_cols[k] for k in kp[:exact]],
                                                 [build_cols[k] for k in kb[:exact]])
-    left, right = ops.hash_join(backend, pkey, bkey, "left" if how == "left" else "inner",
-                                pvalid, bvalid)
+    left, right = OPS.on(backend).join(backend.xp, pkey, bkey,
+                                       "left" if how == "left" else "inner", pvalid, bvalid)
     if exact < len(keys):  # an inner join's float keys: compared on the pairs
         left, right = _equal_pairs(left, right, [probe_cols[k] for k in kp[exact:]],
                                    [build_cols[k] for k in kb[exact:]])
@@ -683,9 +685,9 @@ def _partial(backend: Backend, key_cols: list[Column], aggs: list[_Agg],
     """Collective (when a key is a raw carried string). Per-group states of this rank's
     rows: ``(states, key columns, ngroups)``."""
     xp = backend.xp
-    if (not aggs and len(key_cols) == 1 and not backend.is_gpu and key_cols[0].valid is None
-            and not key_cols[0].raw):
-        distinct = aggregate.distinct_integers(key_cols[0].values)
+    device = OPS.on(backend)
+    if not aggs and len(key_cols) == 1 and key_cols[0].valid is None and not key_cols[0].raw:
+        distinct = device.distinct_keys(xp, key_cols[0].values)
         if distinct is not None:  # DISTINCT k (an IN or EXISTS subquery's keys): no group ids
             col = key_cols[0]
             return [], [Column(distinct, col.kind, col.dictionary)], len(distinct)
@@ -700,8 +702,7 @@ def _partial(backend: Backend, key_cols: list[Column], aggs: list[_Agg],
         key_out = []
     states: list[dict[str, Any] | None] = [None] * len(aggs)
     counts: dict[int | None, Any] = {}  # rows per group depend only on the validity mask
-    if not backend.is_gpu and ngroups:
-        _fused_sums(ids, ngroups, aggs, args, states, counts)
+    device.fused_sums(xp, ids, ngroups, aggs, args, states, counts)  # a CPU pass, or nothing
     for i, (a, col) in enumerate(zip(aggs, args, strict=True)):
         if states[i] is not None:
             continue
@@ -712,46 +713,29 @@ def _partial(backend: Backend, key_cols: list[Column], aggs: list[_Agg],
             raise SQLError(f"type mismatch: {a.op.upper()} of a {col.kind} column")
         mask_id = None if valid is None else id(valid)
         if mask_id not in counts:
-            counts[mask_id] = ops.reduce_groups(backend, "count", ids, ngroups, values, valid)[0]
+            counts[mask_id] = device.reduce_groups(xp, "count", ids, ngroups, values, valid)[0]
         count = counts[mask_id]
         if a.op in ("sum", "avg"):
-            total, _ = ops.reduce_groups(backend, "sum", ids, ngroups, values, valid)
+            total, _ = device.reduce_groups(xp, "sum", ids, ngroups, values, valid)
             states[i] = {"sum": total, "count": count}
         elif a.op in ("min", "max"):
-            best, seen = ops.reduce_groups(backend, a.op, ids, ngroups, values, valid)
+            best, seen = device.reduce_groups(xp, a.op, ids, ngroups, values, valid)
             states[i] = {"value": best, "count": seen.astype(np.int64),
                          "kind": col.kind, "dictionary": col.dictionary}
         elif a.op == "count":
             states[i] = {"count": count}
         else:
-            distinct, _ = ops.reduce_groups(backend, "count_distinct", ids, ngroups, values,
-                                            valid)
+            distinct, _ = device.reduce_groups(xp, "count_distinct", ids, ngroups, values,
+                                               valid)
             states[i] = {"count": distinct}
     return states, key_out, ngroups
-
-
-def _fused_sums(ids: Any, ngroups: int, aggs: list[_Agg], args: list[Column | None],
-                states: list, counts: dict) -> None:
-    """The SUMs and AVGs of float columns without nulls, and the row count, in one pass
-    (:func:`.aggregate.sum_columns`); a column several of them read (``sum(x)``,
-    ``avg(x)``) is summed once. Fills their ``states`` and ``counts[None]``."""
-    fused = [i for i, (a, col) in enumerate(zip(aggs, args, strict=True))
-             if a.op in ("sum", "avg") and col is not None and col.valid is None
-             and col.kind == "float"]
-    if not fused and not any(a.op == "count" and a.arg is None for a in aggs):
-        return
-    arrays = {id(args[i].values): args[i].values for i in fused}  # each array once, in order
-    row = {key: j for j, key in enumerate(arrays)}
-    sums, count = aggregate.sum_columns(ids, ngroups, list(arrays.values()))
-    counts[None] = count
-    for i in fused:
-        states[i] = {"sum": sums[row[id(args[i].values)]], "count": count}
 
 
 def _combine(backend: Backend, aggs: list[_Agg], states, key_out: list[Column], ngroups: int,
              comm: Any):
     """Collective. Ship partial states to the rank owning each group and merge them."""
     xp = backend.xp
+    device = OPS.on(backend)
     key_out = list(settle_columns(dict(enumerate(key_out)), comm).values())
     cols: dict[str, Column] = {f"k{j}": c for j, c in enumerate(key_out)}
     for i, s in enumerate(states):
@@ -764,7 +748,7 @@ def _combine(backend: Backend, aggs: list[_Agg], states, key_out: list[Column], 
         n = len(cols["\0groups"])
         keys = [cols[f"k{j}"] for j in range(len(key_out))]
         combined = ops.combine_ids(backend, [c.values for c in keys], [c.valid for c in keys])
-        ids, ngroups, first = ops.group_ids(backend, combined)
+        ids, ngroups, first = device.group_ids(xp, combined)
         key_out = [c.take(first) for c in keys]
     else:
         cols = ship(cols, xp.zeros(ngroups, np.int64), comm)
@@ -775,13 +759,13 @@ def _combine(backend: Backend, aggs: list[_Agg], states, key_out: list[Column], 
     for i, (a, s) in enumerate(zip(aggs, states, strict=True)):
         out: dict[str, Any] = {}
         count = cols[f"s{i}.count"].values
-        out["count"], _ = ops.reduce_groups(backend, "sum", ids, ngroups, count, None)
+        out["count"], _ = device.reduce_groups(xp, "sum", ids, ngroups, count, None)
         if "sum" in s:
-            out["sum"], _ = ops.reduce_groups(backend, "sum", ids, ngroups,
-                                              cols[f"s{i}.sum"].values, None)
+            out["sum"], _ = device.reduce_groups(xp, "sum", ids, ngroups,
+                                                 cols[f"s{i}.sum"].values, None)
         if "value" in s:
-            out["value"], _ = ops.reduce_groups(backend, a.op, ids, ngroups,
-                                                cols[f"s{i}.value"].values, count > 0)
+            out["value"], _ = device.reduce_groups(xp, a.op, ids, ngroups,
+                                                   cols[f"s{i}.value"].values, count > 0)
             out.update(kind=s["kind"], dictionary=s["dictionary"])
         merged.append(out)
     return merged, key_out, ngroups
