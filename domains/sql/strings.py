@@ -92,18 +92,13 @@ def sort_unique(words: Any) -> tuple[Any, np.ndarray]:
     >>> unique.to_pylist(), code.tolist()
     (['a', 'b'], [1, 0, 1])
     """
-    from .scan_kernels import SMALL_STRINGS, distinct_sorted, sort_strings
+    from .scan_kernels import distinct_sorted, sort_strings
 
     words = _plain(words)
     offsets, data = _buffers(words)
     order = sort_strings(offsets, data)
     first = np.empty(len(order), dtype=bool)
-    if len(order) < SMALL_STRINGS:  # a few strings: no parallel kernel
-        sorted_words = [data[offsets[i]:offsets[i + 1]].tobytes() for i in order]
-        first[:1] = True
-        first[1:] = [a != b for a, b in zip(sorted_words[:-1], sorted_words[1:], strict=True)]
-    else:
-        distinct_sorted(offsets, data, order, first)
+    distinct_sorted(offsets, data, order, first)
     code = np.empty(len(order), dtype=np.int32)
     code[order] = np.cumsum(first, dtype=np.int32) - 1
     return words.take(order[first]), code
