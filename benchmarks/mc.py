@@ -36,6 +36,23 @@ def _market() -> tuple[Any, float, float]:
     return GBM(spot=100.0, vol=0.2, rate=0.03, dividend=0.01), 100.0, 1.0
 
 
+def quantlib_process(model: Any, today: Any) -> Any:
+    """QuantLib's Black-Scholes-Merton process of ``model`` from ``today``: flat rate,
+    dividend yield and volatility, Actual/365 (the day count our year fractions match)."""
+    import QuantLib as ql
+
+    dc = ql.Actual365Fixed()
+    flat = lambda r: ql.YieldTermStructureHandle(ql.FlatForward(today, r, dc))  # noqa: E731
+    return ql.BlackScholesMertonProcess(
+        ql.QuoteHandle(ql.SimpleQuote(model.spot)),
+        flat(model.dividend),
+        flat(model.rate),
+        ql.BlackVolTermStructureHandle(
+            ql.BlackConstantVol(today, ql.NullCalendar(), model.vol, dc)
+        ),
+    )
+
+
 def _quantlib(kind: str, samples: int, fixings: int) -> dict[str, Any]:
     """QuantLib's MC engine on the same contract: seconds, price and its error estimate."""
     import QuantLib as ql
@@ -43,16 +60,8 @@ def _quantlib(kind: str, samples: int, fixings: int) -> dict[str, Any]:
     model, strike, maturity = _market()
     today = ql.Date(2, 1, 2026)
     ql.Settings.instance().evaluationDate = today
-    dc = ql.Actual365Fixed()
     days = int(round(365 * maturity))
-    process = ql.BlackScholesMertonProcess(
-        ql.QuoteHandle(ql.SimpleQuote(model.spot)),
-        ql.YieldTermStructureHandle(ql.FlatForward(today, model.dividend, dc)),
-        ql.YieldTermStructureHandle(ql.FlatForward(today, model.rate, dc)),
-        ql.BlackVolTermStructureHandle(
-            ql.BlackConstantVol(today, ql.NullCalendar(), model.vol, dc)
-        ),
-    )
+    process = quantlib_process(model, today)
     payoff = ql.PlainVanillaPayoff(ql.Option.Call, strike)
     exercise = ql.EuropeanExercise(today + days)
     if kind == "asian":

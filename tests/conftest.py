@@ -36,7 +36,9 @@ def run_mpi(
     With ``check``, a non-zero exit fails the test and shows the job's output.
     """
     cmd = mpirun_command(nranks, argv)
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    # job scripts import their helpers from tests/ (tests.jobs)
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path, **(env or {})}
     try:
         proc = subprocess.run(
             cmd, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT
@@ -69,6 +71,21 @@ def run_cudasim(script: str, *args: str, timeout: float = 240) -> subprocess.Com
     if proc.returncode != 0:
         pytest.fail(f"{script} under the CUDA simulator failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def cli_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    """Run ``hpc ARGV`` in this process; assert it refused with exit 2 and no traceback, and
+    return what it wrote to standard error."""
+    from hpc.cli import main
+
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err, err
+    return err
 
 
 def gpu_requested() -> bool:

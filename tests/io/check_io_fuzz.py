@@ -20,6 +20,7 @@ from hpc.io import Checkpoint, read_array, read_table, write_array, write_table
 import hpc
 from hpc.comm import world
 from hpc.decomposition import chunk
+from tests.jobs import report
 
 
 def pack(obj: object) -> object:
@@ -139,14 +140,7 @@ def main() -> int:
     with open(sys.argv[1], "rb") as fh:
         cases = unpack(pickle.load(fh))
     failures = run(cases, sys.argv[2], sys.argv[3], comm)
-    everyone = comm.gather(failures, root=0)
-    if comm.rank == 0:
-        bad = [f"rank {r}: {f}" for r, fs in enumerate(everyone) for f in fs]
-        if bad:
-            print("\n".join(bad[:6]))
-            return 1
-        print(f"io fuzz: {len(cases)} cases on {comm.size} ranks: PASS")
-    return 0
+    return report(comm, failures, f"io fuzz: {len(cases)} cases on {comm.size} ranks: PASS")
 
 
 if __name__ == "__main__":

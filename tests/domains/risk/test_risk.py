@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from hpc.benchmarks.mc import quantlib_process
 from hpc.domains.risk import (
     GBM,
     AsianArithmetic,
@@ -186,15 +187,7 @@ def _quantlib_barrier(model, option):
     ql = pytest.importorskip("QuantLib")
     today = ql.Date(2, 1, 2026)
     ql.Settings.instance().evaluationDate = today
-    dc = ql.Actual365Fixed()
-    process = ql.BlackScholesMertonProcess(
-        ql.QuoteHandle(ql.SimpleQuote(model.spot)),
-        ql.YieldTermStructureHandle(ql.FlatForward(today, model.dividend, dc)),
-        ql.YieldTermStructureHandle(ql.FlatForward(today, model.rate, dc)),
-        ql.BlackVolTermStructureHandle(
-            ql.BlackConstantVol(today, ql.NullCalendar(), model.vol, dc)
-        ),
-    )
+    process = quantlib_process(model, today)
     kind = {
         ("up", "out"): ql.Barrier.UpOut,
         ("up", "in"): ql.Barrier.UpIn,
@@ -342,15 +335,7 @@ def _quantlib_american(model, option):
     ql = pytest.importorskip("QuantLib")
     today = ql.Date(2, 1, 2026)
     ql.Settings.instance().evaluationDate = today
-    dc = ql.Actual365Fixed()
-    process = ql.BlackScholesMertonProcess(
-        ql.QuoteHandle(ql.SimpleQuote(model.spot)),
-        ql.YieldTermStructureHandle(ql.FlatForward(today, model.dividend, dc)),
-        ql.YieldTermStructureHandle(ql.FlatForward(today, model.rate, dc)),
-        ql.BlackVolTermStructureHandle(
-            ql.BlackConstantVol(today, ql.NullCalendar(), model.vol, dc)
-        ),
-    )
+    process = quantlib_process(model, today)
     kind = ql.Option.Put if option.kind == "put" else ql.Option.Call
     qopt = ql.VanillaOption(
         ql.PlainVanillaPayoff(kind, option.strike),

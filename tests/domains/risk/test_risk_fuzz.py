@@ -40,6 +40,7 @@ import math
 
 import numpy as np
 import pytest
+from hpc.benchmarks.mc import quantlib_process
 from hypothesis import Phase, assume, given, note
 from hypothesis import strategies as st
 from scipy import special
@@ -131,14 +132,7 @@ def _flat(rate):
 
 
 def _bsm(model):
-    return ql.BlackScholesMertonProcess(
-        ql.QuoteHandle(ql.SimpleQuote(model.spot)),
-        _flat(model.dividend),
-        _flat(model.rate),
-        ql.BlackVolTermStructureHandle(
-            ql.BlackConstantVol(TODAY, ql.NullCalendar(), model.vol, DC)
-        ),
-    )
+    return quantlib_process(model, TODAY)
 
 
 def _payoff(kind, strike):

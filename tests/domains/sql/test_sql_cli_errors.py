@@ -11,11 +11,12 @@ import h5py
 import numpy as np
 import pytest
 
+from tests.conftest import cli_error
+
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("sqlglot")
 
-from hpc.cli import main  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -39,14 +40,7 @@ def files(tmp_path_factory):
 
 
 def _run(capsys, argv: list[str]) -> str:
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err
-    return err.strip().splitlines()[-1]
+    return cli_error(capsys, argv).strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize(("argv", "words"), [

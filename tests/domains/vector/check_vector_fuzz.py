@@ -12,6 +12,7 @@ import numpy as np
 from hpc.domains.vector import FlatIndex, ShardedIndex
 
 from hpc.comm import world
+from tests.jobs import report
 
 
 def run_case(comm, case: dict) -> None:
@@ -48,14 +49,7 @@ def main() -> int:
         except AssertionError:
             shown = {k: v for k, v in case.items() if k not in ("arrays", "single", "want")}
             failures.append(f"case {j} {shown}:\n{traceback.format_exc()}")
-    everyone = comm.gather(failures, root=0)
-    if comm.rank == 0:
-        bad = [f"rank {r}: {f}" for r, fs in enumerate(everyone) for f in fs]
-        if bad:
-            print("\n".join(bad[:6]))
-            return 1
-        print(f"sharded fuzz: {len(cases)} cases on {comm.size} ranks: PASS")
-    return 0
+    return report(comm, failures, f"sharded fuzz: {len(cases)} cases on {comm.size} ranks: PASS")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hpc.cli import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, cli_error
 
 
 @pytest.fixture(scope="module")
@@ -33,14 +33,7 @@ def files(tmp_path_factory):
 
 
 def _run(capsys, argv: list[str]) -> str:
-    try:
-        code = main(argv)
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    err = capsys.readouterr().err
-    assert code == 2, err
-    assert "Traceback" not in err, err
-    return err
+    return cli_error(capsys, argv)
 
 
 SEARCH = ["vector", "search", "--synthetic", "10", "--dim", "8"]
