@@ -802,6 +802,8 @@ def _sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
         v = v.astype(np.int64) if v.dtype.kind == "b" else v
         v = -v if desc else v
         null = np.zeros(n, np.int8) if col.valid is None else (~col.valid).astype(np.int8)
+        if col.valid is not None:  # NULLs tie with each other: their stored values are noise
+            v = np.where(col.valid, v, np.zeros(1, v.dtype))
         arrays.append(-null if nulls_first else null)
         arrays.append(v)
     return np.lexsort(arrays[::-1])

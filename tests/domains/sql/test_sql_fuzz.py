@@ -145,6 +145,21 @@ def test_left_join_of_an_empty_table_outputs_null_strings():
         _assert_equal(sql, True, catalog, con)
 
 
+def test_null_sort_keys_tie_so_the_next_key_decides():
+    """Rows whose first ORDER BY key is NULL are ordered by the next key (the values stored
+    under a NULL must not order them)."""
+    import pyarrow as pa
+
+    t = pa.table({"k": [0, 0, 1, 3, 2], "v": pa.array([None, 0, None, None, 5], pa.int64())})
+    catalog, con = _engines({"t": t})
+    for sql in [
+        "select t.k as k, (t.k + t.v) / 4 as a, t.k / 4 as b from t "
+        "order by a nulls first, b desc nulls first",
+        "select t.k as k, t.v + t.k as a from t order by a desc nulls last, k",
+    ]:
+        _assert_equal(sql, True, catalog, con)
+
+
 # -- random queries ---------------------------------------------------------------------------
 @fuzz(60)
 @given(querygen.cases())
