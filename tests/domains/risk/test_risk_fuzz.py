@@ -41,7 +41,7 @@ import math
 import numpy as np
 import pytest
 from hpc.benchmarks.mc import quantlib_process
-from hypothesis import Phase, assume, given, note
+from hypothesis import Phase, assume, example, given, note
 from hypothesis import strategies as st
 from scipy import special
 
@@ -178,6 +178,21 @@ def _paths_for(pilot, reference, budget, spot, unit=1.0, minimum=1 << 15):
     return int(max(minimum, need))
 
 
+def _precise(run, paths, reference, budget, unit=1.0):
+    """``run(paths)``, run again with more paths when its standard error misses the planned
+    precision: a pilot of a deep out-of-the-money option sees too few of the rare paths that
+    carry its price, so it underestimates the variance. The larger run's estimate plans the
+    second (rejected when beyond ``budget``); the comparison itself is unchanged."""
+    result = run(paths)
+    wanted = TARGET * abs(reference) / SIGMAS
+    if result.stderr > 1.5 * wanted:
+        need = 1.5 * result.paths * (result.stderr / wanted) ** 2
+        note(f"{result.paths} paths gave stderr {result.stderr:.3g}; re-run with {need:.3g}")
+        assume(need * unit <= budget)
+        result = run(int(need))
+    return result
+
+
 def _check(ours, ref, ref_se=0.0, bias=0.0, low_bias=None):
     """``ours`` within SIGMAS combined standard errors of ``ref`` plus the bias bounds (one
     bound above and ``low_bias`` below, when that differs)."""
@@ -195,6 +210,8 @@ def _check(ours, ref, ref_se=0.0, bias=0.0, low_bias=None):
 
 @fuzz(EXAMPLES["european"], phases=PHASES)
 @given(markets(), days, kinds, moneyness, seeds, st.booleans())
+# deep out of the money at high volatility: the pilot saw too few paths that pay (found once)
+@example(GBM(spot=5.0, vol=1.0, rate=0.0, dividend=0.0), 454, "call", 3.0, 7_732_768_156, False)
 def test_fuzz_european_against_quantlib_analytic(model, ndays, kind, z, seed, cv):
     t = ndays / 365
     strike = _strike(model, t, z)
@@ -202,7 +219,8 @@ def test_fuzz_european_against_quantlib_analytic(model, ndays, kind, z, seed, cv
     ref = _ql_european(model, kind, strike, ndays)
     pilot = price(model, option, paths=1 << 15, seed=seed, stream=1, control_variate=cv)
     n = _paths_for(pilot, ref, 1 << 25, model.spot)
-    _check(price(model, option, paths=n, seed=seed, control_variate=cv), ref)
+    run = lambda paths: price(model, option, paths=paths, seed=seed, control_variate=cv)  # noqa: E731
+    _check(_precise(run, n, ref, 1 << 25), ref)
 
 
 # ------------------------------------------------------------------------------- Asians
@@ -230,7 +248,8 @@ def test_fuzz_geometric_asian_against_quantlib_discrete_closed_form(
     ref = qopt.NPV()
     pilot = price(model, option, paths=1 << 15, seed=seed, stream=1)
     n = _paths_for(pilot, ref, 4e7, model.spot, unit=fixings)
-    _check(price(model, option, paths=n, seed=seed), ref)
+    run = lambda paths: price(model, option, paths=paths, seed=seed)  # noqa: E731
+    _check(_precise(run, n, ref, 4e7, unit=fixings), ref)
 
 
 @fuzz(EXAMPLES["arithmetic"], phases=PHASES)
@@ -427,7 +446,8 @@ def test_fuzz_discrete_barrier_against_quadrature_on_the_same_dates(case, seed):
     assert abs(coarse - ref) <= 1e-4 * ref, (ref, coarse)
     pilot = price(model, option, paths=1 << 15, seed=seed, stream=1)
     n = _paths_for(pilot, ref, 3e7, model.spot, unit=option.monitoring)
-    _check(price(model, option, paths=n, seed=seed), ref)
+    run = lambda paths: price(model, option, paths=paths, seed=seed)  # noqa: E731
+    _check(_precise(run, n, ref, 3e7, unit=option.monitoring), ref)
 
 
 # ------------------------------------------------------------------------------ American
@@ -534,4 +554,5 @@ def test_fuzz_heston_euler_against_quantlib_analytic(model, ndays, kind, z, seed
     steps = max(1, math.ceil(model.steps_per_year * t))
     pilot = price_heston(model, option, paths=1 << 14, seed=seed, stream=1)
     n = _paths_for(pilot, ref, 4e7, model.spot, unit=steps)
-    _check(price_heston(model, option, paths=n, seed=seed), ref, bias=HESTON_EULER_BIAS * ref)
+    run = lambda paths: price_heston(model, option, paths=paths, seed=seed)  # noqa: E731
+    _check(_precise(run, n, ref, 4e7, unit=steps), ref, bias=HESTON_EULER_BIAS * ref)
