@@ -16,6 +16,7 @@ from hpc.comm import resolve_comm
 
 from . import strings
 from .errors import SQLError
+from .logical.types import SQLType
 from .table import Column, Table, merge_dictionaries, read_parquet
 
 __all__ = ["Catalog"]
@@ -28,6 +29,27 @@ def _hdf5_kind(column: dict[str, Any]) -> str:
     """The SQL kind of an hpc.io table column (as :func:`hpc.io.describe` gives it)."""
     named = {"string": "string", "datetime": "date", "bool": "bool"}.get(column["kind"])
     return named or ("float" if np.dtype(column["dtype"]).kind == "f" else "int")
+
+
+def _sql_type(t: Any) -> SQLType:
+    """The logical type of an Arrow column type (as DuckDB reads the Parquet file)."""
+    import pyarrow as pa
+
+    from .logical import types as T
+
+    if pa.types.is_decimal(t):
+        return T.decimal(t.precision, t.scale)
+    if pa.types.is_integer(t):
+        return {8: T.TINYINT, 16: T.SMALLINT, 32: T.INTEGER}.get(t.bit_width, T.BIGINT)
+    named = {"date": T.DATE, "float": T.DOUBLE, "bool": T.BOOLEAN, "string": T.VARCHAR}
+    return named[_arrow_kind(t)]
+
+
+def _kind_type(kind: str) -> SQLType:
+    from .logical import types as T
+
+    return {"int": T.BIGINT, "float": T.DOUBLE, "date": T.DATE, "string": T.VARCHAR,
+            "bool": T.BOOLEAN}[kind]
 
 
 def _arrow_kind(t: Any) -> str:
@@ -59,6 +81,7 @@ class Catalog:
         self._memory: dict[str, Table] = {}
         self._kinds: dict[str, dict[str, str]] = {}
         self._rows: dict[str, int] = {}
+        self._types: dict[str, dict[str, SQLType]] = {}  # where the kinds say too little
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
@@ -85,6 +108,7 @@ class Catalog:
                 raise SQLError(f"{entry}: not a readable Parquet file ({exc})") from None
             cat._parquet[name] = files
             cat._kinds[name] = {f.name: _arrow_kind(f.type) for f in schema}
+            cat._types[name] = {f.name: _sql_type(f.type) for f in schema}
             cat._rows[name] = rows
         if not cat._kinds:
             raise SQLError(f"{root}: no Parquet tables (<name>.parquet or <name>/*.parquet)")
@@ -124,6 +148,7 @@ class Catalog:
         merge_dictionaries(table, comm)
         self._memory[name] = table.materialised()
         self._kinds[name] = {n: c.kind for n, c in table.columns.items()}
+        self._types.pop(name, None)
         self._rows[name] = int(allreduce(table.num_rows, "sum", comm))
 
     def in_memory(self, backend: Any = None, comm: Any = None) -> Catalog:
@@ -142,6 +167,8 @@ class Catalog:
             out._memory[name] = table_on(backend, table.materialised())
             out._kinds[name] = dict(self._kinds[name])
             out._rows[name] = self._rows[name]
+            if name in self._types:
+                out._types[name] = dict(self._types[name])
         return out
 
     # -- reading ----------------------------------------------------------------------------
@@ -152,6 +179,12 @@ class Catalog:
     def schema(self) -> dict[str, dict[str, str]]:
         """``{table: {column: SQL type}}`` for sqlglot."""
         return {t: {c: _SQL_TYPES[k] for c, k in cols.items()} for t, cols in self._kinds.items()}
+
+    def types(self) -> dict[str, dict[str, SQLType]]:
+        """``{table: {column: logical type}}``: Parquet's DECIMAL(p, s) and integer widths
+        as DuckDB reads them; BIGINT, DOUBLE, DATE, VARCHAR, BOOLEAN from the other kinds."""
+        return {t: {c: self._types.get(t, {}).get(c) or _kind_type(k) for c, k in cols.items()}
+                for t, cols in self._kinds.items()}
 
     def columns(self, name: str) -> list[str]:
         return list(self._kinds[name])

@@ -1,0 +1,2 @@
+"""Binding: sqlglot syntax trees to the logical plan (names resolved, types inferred, subqueries
+planned as joins)."""

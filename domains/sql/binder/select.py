@@ -1,0 +1,667 @@
+"""Binding a query into the logical plan: FROM (tables, derived tables, WITH, every join),
+WHERE, GROUP BY and aggregates, HAVING, the SELECT list, DISTINCT, ORDER BY, LIMIT/OFFSET.
+
+Nothing runs here. A subquery met in an expression is planned as a join of the plan built
+so far with the subquery's plan: a mark join for EXISTS and IN (its boolean column stands
+for the predicate), a single join for a scalar subquery. Correlated subqueries are
+decorrelated on the way: the correlated conjuncts of a plain subquery's WHERE become the
+join's condition; an aggregate subquery correlated by equalities is grouped by its
+correlation columns and joined on them (COUNT's empty groups read 0, not NULL). A WHERE
+conjunct that is a bare mark then turns its mark join into a semi join, a negated one into
+an anti join (null-aware for NOT IN).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hpc.domains.sql.errors import SQLError, UnsupportedSQL, describe, position
+from hpc.domains.sql.logical import expr as E
+from hpc.domains.sql.logical import plan as P
+from hpc.domains.sql.logical.types import BIGINT, BOOLEAN, SQLType
+from sqlglot import exp, parse_one
+from sqlglot.errors import OptimizeError, ParseError
+
+from .expressions import bind_expression
+from .scope import Names, Scope
+
+__all__ = ["bind", "parse"]
+
+Schema = dict[str, dict[str, SQLType]]
+
+
+def parse(sql: str, schema: Schema) -> exp.Expression:
+    """``sql`` parsed (DuckDB dialect) and qualified against ``schema`` (every column carries
+    its table alias, ``*`` expanded, USING turned into ON)."""
+    from sqlglot.optimizer.qualify import qualify
+
+    try:
+        tree = parse_one(sql, dialect="duckdb")
+    except ParseError as exc:
+        e = exc.errors[0] if exc.errors else {}
+        where = f" at line {e['line']}, column {e['col']}" if "line" in e else ""
+        raise SQLError(f"malformed query: {e.get('description', exc)}{where}") from None
+    if tree is None:
+        raise SQLError("empty query")
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    for t in tree.find_all(exp.Table):
+        if t.name not in schema and t.name not in ctes:
+            raise SQLError(f"unknown table {t.name!r}{position(t)}; tables: {sorted(schema)}")
+    for node in tree.walk():  # the names the user wrote, before qualify renames them
+        if isinstance(node, exp.Select):
+            node.meta["output_names"] = [_output_name(e) for e in node.expressions]
+    text_schema = {t: {c: str(ty) for c, ty in cols.items()} for t, cols in schema.items()}
+    try:
+        return qualify(tree, schema=text_schema, dialect="duckdb", quote_identifiers=False)
+    except OptimizeError as exc:
+        raise SQLError(str(exc)) from None
+
+
+def _output_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Alias):
+        return node.alias
+    if isinstance(node, exp.Column):
+        return node.name
+    return node.sql(dialect="duckdb")
+
+
+def bind(sql: str, schema: Schema) -> P.Node:
+    """The logical plan of ``sql`` over tables of ``schema`` (``{table: {column: type}}``).
+
+    Raises
+    ------
+    SQLError
+        A malformed query, an unknown table or column, a type error.
+    UnsupportedSQL
+        A construct the engine does not implement, named with its line and column.
+    """
+    tree = parse(sql, schema)
+    binder = _Binder(schema, Names())
+    node, fields, names = binder.query(tree, None, {})
+    return semi_joins(P.Output(_project(node, fields), tuple(names)))
+
+
+def semi_joins(plan: P.Node) -> P.Node:
+    """Mark joins whose mark is a conjunct of the filter above them become semi joins (a
+    negated mark: anti joins, null-aware for NOT IN); the conjunct goes."""
+    plan = plan.with_inputs(tuple(semi_joins(c) for c in plan.inputs))
+    if not isinstance(plan, P.Filter):
+        return plan
+    terms = E.conjuncts(plan.condition)
+    wanted: dict[str, str] = {}
+    for t in terms:
+        if isinstance(t, E.Ref) and t.type == BOOLEAN:
+            wanted[t.name] = "semi"
+        elif isinstance(t, E.Call) and t.name == "not" and isinstance(t.args[0], E.Ref):
+            wanted[t.args[0].name] = "anti"
+    done: set[str] = set()
+
+    def rewrite(node: P.Node) -> P.Node:
+        if not (isinstance(node, P.Join) and node.kind == "mark"):
+            return node
+        left = rewrite(node.left)
+        if node.mark in wanted:
+            done.add(node.mark)
+            return P.Join(wanted[node.mark], left, node.right, node.condition,
+                          null_aware=node.null_aware and wanted[node.mark] == "anti")
+        return node.with_inputs((left, node.right))
+
+    below = rewrite(plan.input)
+    if not done:
+        return plan
+    rest = [t for t in terms if not (
+        (isinstance(t, E.Ref) and t.name in done)
+        or (isinstance(t, E.Call) and t.name == "not" and isinstance(t.args[0], E.Ref)
+            and t.args[0].name in done))]
+    condition = E.conjoin(rest)
+    return below if condition is None else P.Filter(below, condition)
+
+
+def _project(node: P.Node, fields: list[P.Field]) -> P.Node:
+    """``node`` narrowed to ``fields`` (a Project only where that changes anything)."""
+    if [f.name for f in node.schema] == [f.name for f in fields]:
+        return node
+    return P.Project(node, tuple((f.name, E.Ref(f.name, f.type)) for f in fields))
+
+
+@dataclass
+class _Relation:
+    """A bound FROM item or join tree: its plan and its columns by (alias, column)."""
+
+    node: P.Node
+    columns: dict[tuple[str, str], P.Field] = field(default_factory=dict)
+
+
+class _Binder:
+    def __init__(self, schema: Schema, names: Names) -> None:
+        self.schema = schema
+        self.names = names
+
+    # -- queries ---------------------------------------------------------------------------
+    def query(self, tree: exp.Expression, outer: Scope | None,
+              ctes: dict[str, exp.Expression]) -> tuple[P.Node, list[P.Field], list[str]]:
+        """A query's plan, its output fields and the names the user sees."""
+        if isinstance(tree, exp.Subquery):
+            return self.query(tree.this, outer, ctes)
+        if isinstance(tree, exp.Union | exp.Intersect | exp.Except):
+            raise UnsupportedSQL(f"set operations are not supported yet: {describe(tree)}")
+        if not isinstance(tree, exp.Select):
+            raise UnsupportedSQL(f"only SELECT queries are supported, got {describe(tree)}")
+        return _SelectBinder(self, tree, outer, ctes).bind()
+
+    def relation(self, item: exp.Expression, outer: Scope | None,
+                 ctes: dict[str, exp.Expression]) -> _Relation:
+        """A FROM item: a catalog table, a WITH table or a derived table."""
+        alias = item.alias_or_name
+        if isinstance(item, exp.Table) and item.name in ctes:
+            return self.derived(ctes[item.name], alias, outer, ctes)
+        if isinstance(item, exp.Table):
+            if item.args.get("db") or item.name not in self.schema:
+                raise SQLError(f"unknown table {item.sql(dialect='duckdb')}{position(item)}")
+            cols = tuple((self.names.fresh(f"{alias}.{c}"), c, t)
+                         for c, t in self.schema[item.name].items())
+            scan = P.Scan(item.name, alias, cols)
+            return _Relation(scan, {(alias, c): P.Field(n, t) for n, c, t in cols})
+        if isinstance(item, exp.Subquery):
+            return self.derived(item.this, alias, outer, ctes)
+        raise UnsupportedSQL(f"FROM item {describe(item)}: only tables and subqueries")
+
+    def derived(self, tree: exp.Expression, alias: str, outer: Scope | None,
+                ctes: dict[str, exp.Expression]) -> _Relation:
+        node, fields, names = self.query(tree, outer, ctes)
+        columns: dict[tuple[str, str], P.Field] = {}
+        for name, f in zip(names, fields, strict=True):
+            columns.setdefault((alias, name), f)
+        return _Relation(_project(node, fields), columns)
+
+
+_JOIN_KINDS = {("", ""): "inner", ("", "INNER"): "inner", ("", "CROSS"): "inner",
+               ("LEFT", ""): "left", ("LEFT", "OUTER"): "left", ("RIGHT", ""): "right",
+               ("RIGHT", "OUTER"): "right", ("FULL", ""): "full", ("FULL", "OUTER"): "full",
+               ("", "SEMI"): "semi", ("LEFT", "SEMI"): "semi", ("", "ANTI"): "anti",
+               ("LEFT", "ANTI"): "anti"}  # fmt: skip
+
+
+class _SelectBinder:
+    """One SELECT: builds its plan bottom-up in ``self.node``."""
+
+    def __init__(self, binder: _Binder, select: exp.Select, outer: Scope | None,
+                 ctes: dict[str, exp.Expression]) -> None:
+        self.binder = binder
+        self.select = select
+        self.outer = outer
+        self.ctes = dict(ctes)
+        self.node: P.Node = P.Values(((),))
+        self.pending: list[tuple[str, tuple]] | None = None
+        self.scope = Scope({}, binder.names, outer=outer, subquery=self._subquery)
+
+    # -- the clauses, in order --------------------------------------------------------------
+    def bind(self) -> tuple[P.Node, list[P.Field], list[str]]:
+        s = self.select
+        for key in ("windows", "qualify"):
+            if s.args.get(key):
+                raise UnsupportedSQL(f"{key.upper()} is not supported yet{position(s.args[key])}")
+        with_ = s.args.get("with_") or s.args.get("with")
+        if with_:
+            if with_.args.get("recursive"):
+                raise UnsupportedSQL(f"WITH RECURSIVE is not supported{position(with_)}")
+            self.ctes.update({c.alias_or_name: c.this for c in with_.expressions})
+        self._from()
+        where = s.args.get("where")
+        if where is not None:
+            condition = self._bind(where.this)  # first: its subqueries join onto self.node
+            _check_boolean(condition, where)
+            self.node = P.Filter(self.node, condition)
+        self.pending = [] if _aggregated(s) else None  # plan their subqueries after grouping
+        items = [self._bind(e) for e in s.expressions]
+        names = list(s.meta.get("output_names") or [])
+        if len(names) != len(items):  # * expanded
+            names = [_output_name(e) for e in s.expressions]
+        for name, e in zip([e.alias_or_name for e in s.expressions], items, strict=True):
+            self.scope.aliases.setdefault(name, e)
+        having = s.args.get("having")
+        having_expr = self._bind(having.this) if having is not None else None
+        order = self._order_keys()
+        group = s.args.get("group")
+        keys = [self._bind(g) for g in group.expressions] if group else []
+        if group and (group.args.get("rollup") or group.args.get("cube")
+                      or group.args.get("grouping_sets")):
+            raise UnsupportedSQL(f"grouping sets are not supported yet{position(group)}")
+        aggregated = bool(keys) or any(
+            isinstance(n, E.Aggregate) for e in items + [k.expr for k in order]
+            + ([having_expr] if having_expr is not None else []) for n in E.walk(e))
+        if aggregated:
+            items, having_expr, order = self._aggregate(keys, items, having_expr, order)
+        elif having_expr is not None:
+            raise SQLError(f"HAVING without GROUP BY or aggregates{position(having)}")
+        if having_expr is not None:
+            (having_expr,) = self._plan_pending([having_expr])
+            self.node = P.Filter(self.node, having_expr)
+        items = self._plan_pending(items)
+        order = [E.SortKey(e, k.ascending, k.nulls_first) for k, e in
+                 zip(order, self._plan_pending([k.expr for k in order]), strict=True)]
+        out = self._output_fields(items, names)
+        exprs = [(f.name, e) for f, e in zip(out, items, strict=True)]
+        distinct = s.args.get("distinct")
+        if distinct is not None and distinct.args.get("on"):
+            raise UnsupportedSQL(f"DISTINCT ON is not supported yet{position(distinct)}")
+        hidden: list[tuple[str, E.Expr]] = []
+        sort_keys: list[E.SortKey] = []
+        for k in order:  # ORDER BY an output column, or an expression computed beside them
+            match = next((f for f, e in zip(out, items, strict=True) if e == k.expr), None)
+            if match is None:
+                if distinct is not None:
+                    raise SQLError(f"ORDER BY {k.expr} of a SELECT DISTINCT must be an output "
+                                   "column")
+                name = self.binder.names.fresh("order")
+                hidden.append((name, k.expr))
+                match = P.Field(name, k.expr.type)
+            sort_keys.append(E.SortKey(E.Ref(match.name, match.type), k.ascending,
+                                       k.nulls_first))
+        self.node = P.Project(self.node, tuple(exprs + hidden))
+        if distinct is not None:
+            self.node = P.Distinct(self.node)
+        if sort_keys:
+            self.node = P.Sort(self.node, tuple(sort_keys))
+        limit, offset = self._constant(s.args.get("limit")), self._constant(s.args.get("offset"))
+        if limit is not None or offset:
+            self.node = P.Limit(self.node, limit, offset or 0)
+        return self.node, out, names
+
+    def _output_fields(self, items: list[E.Expr], names: list[str]) -> list[P.Field]:
+        """Plan names of the SELECT list: a column passed through keeps its name (the first
+        time it appears), a computed one gets a fresh name from the user's."""
+        out: list[P.Field] = []
+        for e, hint in zip(items, names, strict=True):
+            if isinstance(e, E.Ref) and all(f.name != e.name for f in out):
+                out.append(P.Field(e.name, e.type))
+            else:
+                out.append(P.Field(self.binder.names.fresh(hint), e.type))
+        return out
+
+    def _bind(self, node: exp.Expression) -> E.Expr:
+        return bind_expression(node, self.scope)
+
+    def _constant(self, clause: exp.Expression | None) -> int | None:
+        if clause is None:
+            return None
+        value = clause.expression if isinstance(clause, exp.Limit | exp.Offset) else clause
+        if isinstance(value, exp.Literal) and not value.is_string and value.is_int:
+            n = int(value.this)
+            if n >= 0:
+                return n
+        raise UnsupportedSQL(f"LIMIT and OFFSET need a non-negative integer constant: "
+                             f"{describe(clause)}")
+
+    # -- FROM -------------------------------------------------------------------------------
+    def _from(self) -> None:
+        s = self.select
+        from_ = s.args.get("from_") or s.args.get("from")
+        if from_ is None:
+            if s.args.get("joins"):
+                raise SQLError(f"JOIN without FROM{position(s)}")
+            return  # one row of no columns
+        rel = self.binder.relation(from_.this, self.outer, self.ctes)
+        for j in s.args.get("joins") or []:
+            rel = self._join(rel, j)
+        self.node = rel.node
+        self.scope.columns = rel.columns
+
+    def _join(self, left: _Relation, j: exp.Join) -> _Relation:
+        if j.args.get("using"):
+            raise UnsupportedSQL(f"USING is expected to be rewritten as ON: {describe(j)}")
+        kind = _JOIN_KINDS.get((j.side or "", j.kind or ""))
+        if kind is None or j.args.get("method"):
+            raise UnsupportedSQL(f"unsupported join {describe(j)}")
+        if j.args.get("on") is not None and (j.kind or "") == "CROSS":
+            raise SQLError(f"a CROSS JOIN has no ON condition: {describe(j)}")
+        right = self.binder.relation(j.this, self.outer, self.ctes)
+        columns = dict(left.columns)
+        if kind not in ("semi", "anti"):
+            for key, f in right.columns.items():
+                if key in columns:
+                    raise SQLError(f"duplicate table alias {key[0]!r}{position(j)}")
+                columns[key] = f
+        on = j.args.get("on")
+        condition = None
+        if on is not None:
+            scope = Scope({**left.columns, **right.columns}, self.binder.names,
+                          outer=self.outer, subquery=None)
+            condition = bind_expression(on, scope)
+            _check_boolean(condition, on)
+        elif kind != "inner":
+            raise SQLError(f"{kind.upper()} JOIN needs an ON condition: {describe(j)}")
+        return _Relation(P.Join(kind, left.node, right.node, condition), columns)
+
+    # -- ORDER BY ---------------------------------------------------------------------------
+    def _order_keys(self) -> list[E.SortKey]:
+        order = self.select.args.get("order")
+        if order is None:
+            return []
+        keys = []
+        for o in order.expressions:
+            term = o.this
+            if isinstance(term, exp.Literal) and term.is_int:  # ORDER BY 2
+                i = int(term.this)
+                if not 1 <= i <= len(self.select.expressions):
+                    raise SQLError(f"ORDER BY {i}: the SELECT list has "
+                                   f"{len(self.select.expressions)} columns{position(term)}")
+                bound = self._bind(self.select.expressions[i - 1])
+            else:
+                bound = self._bind(term)
+            descending = bool(o.args.get("desc"))
+            nulls_first = o.args.get("nulls_first")
+            explicit = _explicit_nulls(o)
+            keys.append(E.SortKey(bound, not descending,
+                                  bool(nulls_first) if explicit else False))
+        return keys
+
+    # -- GROUP BY and aggregates ------------------------------------------------------------
+    def _aggregate(self, keys: list[E.Expr], items: list[E.Expr], having: E.Expr | None,
+                   order: list[E.SortKey]):  # type: ignore[no-untyped-def]
+        names = self.binder.names
+        key_cols: list[tuple[str, E.Expr]] = []
+        for k in keys:
+            if any(isinstance(n, E.Aggregate) for n in E.walk(k)):
+                raise SQLError(f"an aggregate in GROUP BY: {k}")
+            if not any(k == e for _, e in key_cols):
+                key_cols.append((k.name if isinstance(k, E.Ref) else names.fresh("group"), k))
+        aggs: list[tuple[str, E.Aggregate]] = []
+
+        def collect(node: E.Expr) -> E.Expr | None:
+            if isinstance(node, E.Aggregate):
+                for inner in node.children:
+                    if any(isinstance(n, E.Aggregate) for n in E.walk(inner)):
+                        raise SQLError(f"an aggregate inside an aggregate: {node}")
+                for name, a in aggs:
+                    if a == node:
+                        return E.Ref(name, a.type)
+                name = names.fresh(node.name)
+                aggs.append((name, node))
+                return E.Ref(name, node.type)
+            return None
+
+        def rewrite(e: E.Expr) -> E.Expr:
+            e = _replace_keys(e, key_cols)
+            e = E.transform(e, collect)
+            allowed = {n for n, _ in key_cols} | {n for n, _ in aggs} | {
+                n for n, _ in self.pending or []}
+            loose = E.refs(e) - allowed - self._outer_names()
+            if loose:
+                raise SQLError(f"column {sorted(loose)[0]} must appear in GROUP BY or be used "
+                               "in an aggregate")
+            return e
+
+        items = [rewrite(e) for e in items]
+        having = rewrite(having) if having is not None else None
+        order = [E.SortKey(rewrite(k.expr), k.ascending, k.nulls_first) for k in order]
+        self.node = P.Aggregate(self.node, tuple(key_cols), tuple(aggs))
+        return items, having, order
+
+    def _outer_names(self) -> set[str]:
+        return {f.name for f in self.scope.correlated.values()}
+
+    # -- subqueries -------------------------------------------------------------------------
+    def _subquery(self, kind: str, query: exp.Expression, operand: E.Expr | None,
+                  node: exp.Expression) -> E.Expr:
+        """Plan a subquery as a join onto ``self.node``; the expression standing for it. In
+        an aggregated query the join waits for the grouping (:meth:`_plan_pending`): the
+        expression is a placeholder column until then."""
+        if self.pending is not None:
+            t = BOOLEAN if kind != "scalar" else self._scalar_type(query)
+            name = self.binder.names.fresh("subquery")
+            self.pending.append((name, (kind, query, operand, node)))
+            return E.Ref(name, t)
+        return self._join_subquery(kind, query, operand, node)
+
+    def _scalar_type(self, query: exp.Expression) -> SQLType:
+        """A scalar subquery's type (bound once more when its join is planned)."""
+        inner = Scope({}, self.binder.names, outer=self.scope)
+        sub = _Subquery.bind(self.binder, query, inner, self.ctes)
+        if len(sub.fields) != 1:
+            raise SQLError(f"a scalar subquery returns {len(sub.fields)} columns, "
+                           f"expected 1{position(query)}")
+        return sub.fields[0].type
+
+    def _plan_pending(self, items: list[E.Expr]) -> list[E.Expr]:
+        """Join the subqueries an aggregated query's SELECT list or HAVING used onto the
+        grouped rows, and put their columns where the placeholders were."""
+        if not self.pending:
+            return items
+        values: dict[str, E.Expr] = {}
+        for name, args in self.pending:
+            if any(name in E.refs(e) for e in items):
+                values[name] = self._join_subquery(*args)
+        self.pending = [(n, a) for n, a in self.pending if n not in values]
+
+        def put(e: E.Expr) -> E.Expr | None:
+            return values.get(e.name) if isinstance(e, E.Ref) else None
+
+        return [E.transform(e, put) for e in items]
+
+    def _join_subquery(self, kind: str, query: exp.Expression, operand: E.Expr | None,
+                       node: exp.Expression) -> E.Expr:
+        inner = Scope({}, self.binder.names, outer=self.scope)
+        sub = _Subquery.bind(self.binder, query, inner, self.ctes)
+        if kind == "scalar":
+            if len(sub.fields) != 1:
+                raise SQLError(f"a scalar subquery returns {len(sub.fields)} columns, "
+                               f"expected 1{position(node)}")
+            value = sub.fields[0]
+            self.node = sub.join_single(self.node, node)
+            return E.Ref(value.name, value.type)
+        mark = self.binder.names.fresh("mark")
+        condition = list(sub.correlation)
+        null_aware = False
+        if kind == "in":
+            if len(sub.fields) != 1:
+                raise SQLError(f"IN (subquery) needs one column, got {len(sub.fields)}"
+                               f"{position(node)}")
+            assert operand is not None
+            condition.append(_equality(operand, E.Ref(sub.fields[0].name,
+                                                      sub.fields[0].type), node))
+            null_aware = True
+        self.node = P.Join("mark", self.node, sub.node, E.conjoin(condition), mark=mark,
+                           null_aware=null_aware)
+        return E.Ref(mark, BOOLEAN)
+
+
+def _aggregated(select: exp.Select) -> bool:
+    """Whether the SELECT groups: GROUP BY, or an aggregate function in its own SELECT list,
+    HAVING or ORDER BY (not in a nested query)."""
+    if select.args.get("group") or select.args.get("having"):
+        return True
+    nested = (exp.Select, exp.Subquery)
+    for part in select.expressions + ([select.args["order"]] if select.args.get("order")
+                                      else []):
+        for n in part.walk(prune=lambda n: isinstance(n, nested)):
+            if isinstance(n, exp.AggFunc):
+                return True
+    return False
+
+
+@dataclass
+class _Subquery:
+    """A subquery's plan with its correlated conjuncts pulled out as join conditions."""
+
+    node: P.Node
+    fields: list[P.Field]
+    correlation: list[E.Expr]
+    count_columns: list[P.Field] = field(default_factory=list)
+
+    @classmethod
+    def bind(cls, binder: _Binder, query: exp.Expression, scope: Scope,
+             ctes: dict[str, exp.Expression]) -> _Subquery:
+        if isinstance(query, exp.Subquery):
+            query = query.this
+        sb = _SelectBinder(binder, query, scope.outer, ctes) if isinstance(
+            query, exp.Select) else None
+        if sb is None:
+            node, fields, _ = binder.query(query, scope.outer, ctes)
+            return cls(node, fields, [])
+        node, fields, _ = sb.bind()
+        if not sb.scope.correlated:
+            return cls(_project(node, fields), fields, [])
+        return _decorrelate(sb, node, fields)
+
+    def join_single(self, outer: P.Node, where: exp.Expression) -> P.Node:
+        """``outer`` joined with this scalar subquery's one value per row."""
+        node = P.Join("single", outer, self.node, E.conjoin(self.correlation))
+        if self.count_columns:  # COUNT over an empty group is 0, not NULL
+            fixes = []
+            for f in node.schema:
+                e: E.Expr = E.Ref(f.name, f.type)
+                if f in self.count_columns:
+                    e = E.Call("coalesce", (e, E.Literal(0, BIGINT)), f.type)
+                fixes.append((f.name, e))
+            node = P.Project(node, tuple(fixes))
+        return node
+
+
+def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field]) -> _Subquery:
+    """Pull a correlated subquery's outer references up into join conditions.
+
+    Two shapes: a plain SELECT (no aggregates, LIMIT or DISTINCT) whose outer references sit
+    in WHERE conjuncts, which move into the join condition as they are; and an aggregate
+    SELECT without GROUP BY whose outer references are equalities ``inner = outer`` in its
+    WHERE, which is grouped by the inner columns and joined on them.
+    """
+    outer = {f.name for f in sb.scope.correlated.values()}
+    plan = node
+    chain: list[P.Node] = []
+    while not isinstance(plan, P.Filter | P.Aggregate | P.Join | P.Scan | P.Values):
+        chain.append(plan)  # Project / Sort / Limit / Distinct above the WHERE
+        plan = plan.inputs[0]
+    if any(isinstance(n, P.Limit | P.Distinct | P.Sort) for n in chain):
+        raise UnsupportedSQL("a correlated subquery with LIMIT, DISTINCT or ORDER BY is not "
+                             f"supported yet{position(sb.select)}")
+    if isinstance(plan, P.Filter) and isinstance(plan.input, P.Aggregate):
+        raise UnsupportedSQL("a correlated subquery with HAVING is not supported yet"
+                             f"{position(sb.select)}")
+    aggregate = plan if isinstance(plan, P.Aggregate) else None
+    if aggregate is not None and any(E.refs(a) & outer for _, a in aggregate.aggregates):
+        raise UnsupportedSQL("a correlated subquery aggregating outer columns is not "
+                             f"supported yet{position(sb.select)}")
+    filt = aggregate.input if aggregate is not None else plan
+    if not isinstance(filt, P.Filter):
+        raise UnsupportedSQL("a correlated subquery whose outer references are outside its "
+                             f"WHERE is not supported yet{position(sb.select)}")
+    terms = E.conjuncts(filt.condition)
+    moved = [t for t in terms if E.refs(t) & outer]
+    kept = [t for t in terms if not E.refs(t) & outer]
+    base = filt.input if not kept else P.Filter(filt.input, E.conjoin(kept))
+    if any(E.refs(e) & outer for n in P.nodes(base) for e in _node_exprs(n)) or any(
+            E.refs(e) & outer for n in chain for e in _node_exprs(n)):
+        raise UnsupportedSQL("a correlated subquery with outer references outside its WHERE "
+                             f"conjuncts is not supported yet{position(sb.select)}")
+    if aggregate is None:
+        rebuilt = base
+        for n in reversed(chain):
+            rebuilt = n.with_inputs((rebuilt,))
+        return _Subquery(_keep_inputs(rebuilt, moved), fields, moved)
+    if aggregate.keys:
+        raise UnsupportedSQL("a correlated subquery with GROUP BY is not supported yet"
+                             f"{position(sb.select)}")
+    pairs = []
+    for t in moved:  # inner = outer equalities only
+        if not (isinstance(t, E.Call) and t.name == "eq" and len(t.args) == 2):
+            raise UnsupportedSQL(f"a correlated aggregate subquery needs equalities with "
+                                 f"outer columns, got {t}{position(sb.select)}")
+        a, b = t.args
+        if E.refs(a) & outer and not E.refs(b) & outer:
+            a, b = b, a
+        if E.refs(a) & outer or not E.refs(b) <= outer:
+            raise UnsupportedSQL(f"a correlated aggregate subquery needs inner = outer "
+                                 f"equalities, got {t}{position(sb.select)}")
+        pairs.append((a, b))
+    names = sb.binder.names
+    keys = tuple((a.name if isinstance(a, E.Ref) else names.fresh("corr"), a) for a, _ in pairs)
+    grouped: P.Node = P.Aggregate(base, keys, aggregate.aggregates)
+    for n in reversed(chain):  # the Project of the SELECT list, keeping the keys
+        if isinstance(n, P.Project):
+            extra = tuple((k, E.Ref(k, e.type)) for k, e in keys
+                          if k not in {name for name, _ in n.exprs})
+            grouped = P.Project(grouped, n.exprs + extra)
+        else:
+            grouped = n.with_inputs((grouped,))
+    condition = [E.Call("eq", (E.Ref(k, e.type), b), BOOLEAN) for (k, e), (_, b)
+                 in zip(keys, pairs, strict=True)]
+    counts = [P.Field(f.name, f.type) for f in fields
+              if _is_count_of(grouped, f.name, aggregate)]
+    return _Subquery(grouped, fields, condition, counts)
+
+
+def _is_count_of(node: P.Node, name: str, aggregate: P.Aggregate) -> bool:
+    """Whether output ``name`` is a bare COUNT of ``aggregate`` (an empty group reads 0)."""
+    counts = {n for n, a in aggregate.aggregates if a.name in ("count", "count_star")}
+    if name in counts:
+        return True
+    if isinstance(node, P.Project):
+        for n, e in node.exprs:
+            if n == name and isinstance(e, E.Ref) and e.name in counts:
+                return True
+    return False
+
+
+def _keep_inputs(node: P.Node, moved: list[E.Expr]) -> P.Node:
+    """A Project under the join keeps the inner columns the moved conditions read."""
+    if not isinstance(node, P.Project):
+        return node
+    have = {n for n, _ in node.exprs}
+    needed = set().union(*(E.refs(t) for t in moved)) if moved else set()
+    inner = {f.name: f for f in node.input.schema}
+    extra = tuple((n, E.Ref(n, inner[n].type)) for n in sorted(needed) if n in inner
+                  and n not in have)
+    return P.Project(node.input, node.exprs + extra) if extra else node
+
+
+def _node_exprs(node: P.Node) -> list[E.Expr]:
+    if isinstance(node, P.Filter):
+        return [node.condition]
+    if isinstance(node, P.Project):
+        return [e for _, e in node.exprs]
+    if isinstance(node, P.Join):
+        return [node.condition] if node.condition is not None else []
+    if isinstance(node, P.Aggregate):
+        return [e for _, e in node.keys] + [e for _, e in node.aggregates]
+    if isinstance(node, P.Sort):
+        return [k.expr for k in node.keys]
+    return []
+
+
+def _replace_keys(e: E.Expr, keys: list[tuple[str, E.Expr]]) -> E.Expr:
+    """``e`` with every subexpression equal to a GROUP BY key replaced by the key's column."""
+    for name, k in keys:
+        if e == k:
+            return E.Ref(name, k.type)
+    if isinstance(e, E.Aggregate):
+        return e
+    children = e.children
+    if not children:
+        return e
+    new = tuple(_replace_keys(c, keys) for c in children)
+    return e.with_children(new) if any(a is not b for a, b in zip(new, children,
+                                                                  strict=True)) else e
+
+
+def _equality(a: E.Expr, b: E.Expr, node: exp.Expression) -> E.Expr:
+    from hpc.domains.sql.logical.types import common_type
+
+    t = common_type(a.type, b.type)
+    if t is None:
+        raise SQLError(f"cannot compare {a.type} with {b.type}{position(node)}")
+    a = a if a.type == t else E.Call("cast", (a,), t)
+    b = b if b.type == t else E.Call("cast", (b,), t)
+    return E.Call("eq", (a, b), BOOLEAN)
+
+
+def _check_boolean(e: E.Expr, node: exp.Expression) -> None:
+    if e.type.kind not in ("boolean", "null"):
+        raise SQLError(f"a condition must be BOOLEAN, got {e.type}{position(node)}")
+
+
+def _explicit_nulls(o: exp.Ordered) -> bool:
+    """Whether the ORDER BY term spelled NULLS FIRST/LAST (sqlglot fills the flag in either
+    way; DuckDB's default is NULLS LAST for ASC and DESC)."""
+    text = o.sql(dialect="duckdb").upper()
+    return "NULLS FIRST" in text or "NULLS LAST" in text

@@ -1,0 +1,1 @@
+"""The logical layer of the SQL engine: types, expressions, plan nodes (no arrays, no sqlglot)."""

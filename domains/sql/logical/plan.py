@@ -1,0 +1,281 @@
+"""The logical plan: relational operators over named, typed columns.
+
+Each node is immutable and knows its output ``schema`` (column names unique in the whole
+plan, so a :class:`~.expr.Ref` means one column wherever it appears) and its ``inputs``.
+Subqueries are joins here (semi, anti, mark, single), never executed while planning;
+:class:`Exchange` is placed by the optimizer where rows move between ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .expr import Aggregate as AggregateExpr
+from .expr import Expr, SortKey
+from .types import BOOLEAN, SQLType
+
+__all__ = ["Field", "Node", "Scan", "Values", "Filter", "Project", "Join", "JOIN_KINDS",
+           "Aggregate", "Sort", "Limit", "Distinct", "Output", "Exchange", "explain", "nodes"]
+
+
+@dataclass(frozen=True)
+class Field:
+    """An output column: its plan-unique ``name`` and ``type``."""
+
+    name: str
+    type: SQLType
+
+
+class Node:
+    """Base of plan nodes."""
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return ()
+
+    def with_inputs(self, inputs: tuple[Node, ...]) -> Node:
+        return self
+
+    @property
+    def schema(self) -> tuple[Field, ...]:
+        raise NotImplementedError
+
+    def field(self, name: str) -> Field:
+        for f in self.schema:
+            if f.name == name:
+                return f
+        raise KeyError(f"{name!r} is not a column of {type(self).__name__}: "
+                       f"{[f.name for f in self.schema]}")
+
+    def describe(self) -> str:
+        """One line for EXPLAIN."""
+        return type(self).__name__
+
+
+class _Unary(Node):
+    input: Node
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,)
+
+    def with_inputs(self, inputs: tuple[Node, ...]) -> Node:
+        (child,) = inputs
+        return replace(self, input=child)  # type: ignore[type-var]
+
+    @property
+    def schema(self) -> tuple[Field, ...]:
+        return self.input.schema
+
+
+@dataclass(frozen=True)
+class Scan(Node):
+    """Table ``table`` of the catalog under ``alias``: ``columns`` are (output name, column of
+    the table, type)."""
+
+    table: str
+    alias: str
+    columns: tuple[tuple[str, str, SQLType], ...]
+
+    @property
+    def schema(self) -> tuple[Field, ...]:
+        return tuple(Field(name, t) for name, _, t in self.columns)
+
+    def describe(self) -> str:
+        cols = ", ".join(source for _, source, _ in self.columns)
+        return f"Scan {self.table} AS {self.alias} [{cols}]"
+
+
+@dataclass(frozen=True)
+class Values(Node):
+    """Constant rows (a SELECT without FROM reads one row of no columns)."""
+
+    rows: tuple[tuple[Expr, ...], ...]
+    fields: tuple[Field, ...] = ()
+
+    @property
+    def schema(self) -> tuple[Field, ...]:
+        return self.fields
+
+    def describe(self) -> str:
+        return f"Values {len(self.rows)} row(s)"
+
+
+@dataclass(frozen=True)
+class Filter(_Unary):
+    """Rows of ``input`` where ``condition`` is TRUE (not FALSE, not NULL)."""
+
+    input: Node
+    condition: Expr
+
+    def describe(self) -> str:
+        return f"Filter {self.condition}"
+
+
+@dataclass(frozen=True)
+class Project(_Unary):
+    """Columns computed from ``input``'s: (name, expression) pairs."""
+
+    input: Node
+    exprs: tuple[tuple[str, Expr], ...]
+
+    @property
+    def schema(self) -> tuple[Field, ...]:
+        return tuple(Field(name, e.type) for name, e in self.exprs)
+
+    def describe(self) -> str:
+        return "Project " + ", ".join(
+            name if str(e) == name else f"{name} := {e}" for name, e in self.exprs)
+
+
+JOIN_KINDS = ("inner", "left", "right", "full", "semi", "anti", "mark", "single")
+
+
+@dataclass(frozen=True)
+class Join(Node):
+    """A join of ``left`` and ``right`` on ``condition`` (None: every pair, a cross join).
+
+    Kinds: ``inner``, ``left``, ``right``, ``full`` (outer joins pad with NULLs); ``semi`` /
+    ``anti``: the left rows with / without a match (``null_aware``: NOT IN's anti join, where a
+    NULL comparison counts as a possible match); ``mark``: every left row plus the boolean
+    column ``mark``, TRUE with a match, NULL when only NULL comparisons could match
+    (``null_aware``), else FALSE; ``single``: a left join that fails when a left row
+    matches more than one right row (a scalar subquery).
+    """
+
+    kind: str
+    left: Node
+    right: Node
+    condition: Expr | None = None
+    mark: str | None = None
+    null_aware: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in JOIN_KINDS:
+            raise ValueError(f"join kind {self.kind!r}: expected one of {JOIN_KINDS}")
+        if (self.kind == "mark") != (self.mark is not None):
+            raise ValueError("a mark join, and only it, names its mark column")
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def with_inputs(self, inputs: tuple[Node, ...]) -> Node:
+        left, right = inputs
+        return replace(self, left=left, right=right)
+
+    @property
+    def schema(self) -> tuple[Field, ...]:
+        if self.kind in ("semi", "anti"):
+            return self.left.schema
+        if self.kind == "mark":
+            return self.left.schema + (Field(self.mark or "", BOOLEAN),)
+        return self.left.schema + self.right.schema
+
+    def describe(self) -> str:
+        kind = "cross" if self.kind == "inner" and self.condition is None else self.kind
+        text = f"Join {kind.upper()}"
+        if self.null_aware:
+            text += " null-aware"
+        if self.mark:
+            text += f" mark {self.mark}"
+        return text + (f" ON {self.condition}" if self.condition is not None else "")
+
+
+@dataclass(frozen=True)
+class Aggregate(_Unary):
+    """Groups of ``input`` by ``keys`` ((name, expression) pairs; none: one group, even over
+    no rows), each group one row of its keys and ``aggregates`` ((name, aggregate) pairs)."""
+
+    input: Node
+    keys: tuple[tuple[str, Expr], ...]
+    aggregates: tuple[tuple[str, AggregateExpr], ...]
+
+    @property
+    def schema(self) -> tuple[Field, ...]:
+        return tuple(Field(n, e.type) for n, e in self.keys + self.aggregates)
+
+    def describe(self) -> str:
+        keys = ", ".join(f"{n} := {e}" if str(e) != n else n for n, e in self.keys)
+        aggs = ", ".join(f"{n} := {e}" for n, e in self.aggregates)
+        return f"Aggregate by [{keys}] [{aggs}]"
+
+
+@dataclass(frozen=True)
+class Sort(_Unary):
+    """``input`` ordered by ``keys`` (stable: ties keep their order)."""
+
+    input: Node
+    keys: tuple[SortKey, ...]
+
+    def describe(self) -> str:
+        return "Sort " + ", ".join(map(str, self.keys))
+
+
+@dataclass(frozen=True)
+class Limit(_Unary):
+    """At most ``limit`` rows (None: all) after skipping ``offset``."""
+
+    input: Node
+    limit: int | None
+    offset: int = 0
+
+    def describe(self) -> str:
+        return f"Limit {self.limit if self.limit is not None else 'ALL'} OFFSET {self.offset}"
+
+
+@dataclass(frozen=True)
+class Distinct(_Unary):
+    """The distinct rows of ``input`` (NULLs equal to each other)."""
+
+    input: Node
+
+
+@dataclass(frozen=True)
+class Output(_Unary):
+    """The result: ``input``'s columns under the names the user sees (which may repeat)."""
+
+    input: Node
+    names: tuple[str, ...]
+
+    def describe(self) -> str:
+        pairs = zip(self.names, self.input.schema, strict=True)
+        return "Output " + ", ".join(n if n == f.name else f"{n} := {f.name}" for n, f in pairs)
+
+
+@dataclass(frozen=True)
+class Exchange(_Unary):
+    """Rows moved between ranks: ``"hash"`` on ``keys`` (equal keys meet on one rank),
+    ``"broadcast"`` (every rank gets all rows) or ``"gather"`` (rank 0 gets all rows)."""
+
+    input: Node
+    how: str
+    keys: tuple[Expr, ...] = ()
+
+    def describe(self) -> str:
+        keys = f" [{', '.join(map(str, self.keys))}]" if self.keys else ""
+        return f"Exchange {self.how}{keys}"
+
+
+def nodes(plan: Node) -> list[Node]:
+    """Every node of ``plan``, parents first."""
+    out = [plan]
+    for child in plan.inputs:
+        out += nodes(child)
+    return out
+
+
+def explain(plan: Node, annotate: Any = None) -> str:
+    """The plan as an indented tree, one node per line (``annotate(node)``: text appended to a
+    node's line, as EXPLAIN ANALYZE's rows and times)."""
+    lines: list[str] = []
+
+    def visit(node: Node, depth: int) -> None:
+        extra = annotate(node) if annotate is not None else ""
+        lines.append("  " * depth + node.describe() + (f"  ({extra})" if extra else ""))
+        for child in node.inputs:
+            visit(child, depth + 1)
+
+    visit(plan, 0)
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Optimizer passes over the logical plan, each small and separate."""

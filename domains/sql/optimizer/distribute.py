@@ -1,0 +1,152 @@
+"""Where rows move between ranks: :class:`~..logical.plan.Exchange` nodes placed by the
+operators' needs and estimated sizes, so every other physical operator works on its rank's
+rows alone.
+
+Each node's rows are ``spread`` (any rows on any rank: a scan), on the ``root`` rank only (a
+gathered result) or ``replicated`` (every rank holds all of them: a broadcast join side).
+A join broadcasts its smaller side when that side is small (or NOT IN's null-aware side,
+whose NULLs every rank must see), else hash-partitions both sides on the equi-join keys;
+an aggregate or DISTINCT hash-partitions on its keys (a scalar aggregate gathers); sorting,
+LIMIT and the result gather on rank 0, a LIMIT under ORDER BY keeping each rank's top rows
+first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from hpc.domains.sql.logical import expr as E
+from hpc.domains.sql.logical import plan as P
+
+__all__ = ["distribute", "estimate", "equi_keys", "BROADCAST_ROWS"]
+
+BROADCAST_ROWS = 100_000  # a join side estimated at most this many rows is broadcast
+
+
+def estimate(node: P.Node, rows_of: Callable[[str], int]) -> float:
+    """Rows ``node`` is expected to produce (over all ranks): the catalog's row counts and
+    fixed selectivities (a filter keeps a quarter, a group-by a tenth)."""
+    if isinstance(node, P.Scan):
+        return float(rows_of(node.table))
+    if isinstance(node, P.Values):
+        return float(len(node.rows))
+    if isinstance(node, P.Join):
+        left, right = estimate(node.left, rows_of), estimate(node.right, rows_of)
+        if node.kind in ("semi", "anti", "mark", "single", "left"):
+            return left
+        if node.kind == "right":
+            return right
+        if node.condition is None:
+            return left * right
+        return max(left, right) if node.kind != "full" else left + right
+    inner = estimate(node.inputs[0], rows_of) if node.inputs else 1.0
+    if isinstance(node, P.Filter):
+        return max(inner * 0.25, 1.0)
+    if isinstance(node, P.Aggregate):
+        return max(inner * 0.1, 1.0) if node.keys else 1.0
+    if isinstance(node, P.Distinct):
+        return max(inner * 0.5, 1.0)
+    if isinstance(node, P.Limit) and node.limit is not None:
+        return min(inner, float(node.limit))
+    return inner
+
+
+def equi_keys(join: P.Join) -> tuple[list[E.Expr], list[E.Expr], list[E.Expr]]:
+    """The condition's equalities between an expression of the left side and one of the
+    right side (as two key lists) and the other conjuncts."""
+    left = {f.name for f in join.left.schema}
+    right = {f.name for f in join.right.schema}
+    lk: list[E.Expr] = []
+    rk: list[E.Expr] = []
+    rest: list[E.Expr] = []
+    for t in E.conjuncts(join.condition):
+        if isinstance(t, E.Call) and t.name == "eq":
+            a, b = t.args
+            ra, rb = E.refs(a), E.refs(b)
+            if ra and rb and ra <= left and rb <= right:
+                lk.append(a)
+                rk.append(b)
+                continue
+            if ra and rb and ra <= right and rb <= left:
+                lk.append(b)
+                rk.append(a)
+                continue
+        rest.append(t)
+    return lk, rk, rest
+
+
+def distribute(plan: P.Node, rows_of: Callable[[str], int], ranks: int) -> P.Node:
+    """``plan`` with the Exchange nodes ``ranks`` ranks need (none for one rank)."""
+    if ranks == 1:
+        return plan
+    return _place(plan, rows_of)[0]
+
+
+def _gather(node: P.Node, placement: str) -> P.Node:
+    return node if placement == "root" else P.Exchange(node, "gather")
+
+
+def _place(node: P.Node, rows_of: Callable[[str], int]) -> tuple[P.Node, str]:
+    """``node`` with its exchanges, and where its rows are."""
+    if isinstance(node, P.Scan):
+        return node, "spread"
+    if isinstance(node, P.Values):
+        return node, "root"
+    if isinstance(node, P.Join):
+        return _place_join(node, rows_of)
+    child, where = _place(node.inputs[0], rows_of)
+    if isinstance(node, P.Filter | P.Project):
+        return node.with_inputs((child,)), where
+    if isinstance(node, P.Aggregate):
+        if not node.keys:
+            return node.with_inputs((_gather(child, where),)), "root"
+        if where == "root":
+            return node.with_inputs((child,)), "root"
+        keys = tuple(e for _, e in node.keys)
+        return node.with_inputs((P.Exchange(child, "hash", keys),)), "spread"
+    if isinstance(node, P.Distinct):
+        if where == "root":
+            return node.with_inputs((child,)), "root"
+        keys = tuple(E.Ref(f.name, f.type) for f in child.schema)
+        return node.with_inputs((P.Exchange(child, "hash", keys),)), "spread"
+    if isinstance(node, P.Sort):
+        return node.with_inputs((_gather(child, where),)), "root"
+    if isinstance(node, P.Limit):
+        if isinstance(child, P.Sort) and where == "root" and node.limit is not None and \
+                isinstance(child.input, P.Exchange) and child.input.how == "gather":
+            # each rank's top rows first: the gather moves at most ranks x (offset + limit)
+            below = child.input.input
+            top = P.Limit(P.Sort(below, child.keys), node.limit + node.offset, 0)
+            child = replace(child, input=P.Exchange(top, "gather"))
+            return node.with_inputs((child,)), "root"
+        return node.with_inputs((_gather(child, where),)), "root"
+    if isinstance(node, P.Output):
+        return node.with_inputs((_gather(child, where),)), "root"
+    if isinstance(node, P.Exchange):
+        return node.with_inputs((child,)), "root" if node.how == "gather" else "spread"
+    raise TypeError(f"distribute: unknown node {type(node).__name__}")
+
+
+def _place_join(node: P.Join, rows_of: Callable[[str], int]) -> tuple[P.Node, str]:
+    left, lwhere = _place(node.left, rows_of)
+    right, rwhere = _place(node.right, rows_of)
+    if lwhere == "root" and rwhere == "root":
+        return node.with_inputs((left, right)), "root"
+    lk, rk, _ = equi_keys(node)
+    lrows, rrows = estimate(node.left, rows_of), estimate(node.right, rows_of)
+    kind = node.kind
+    if kind == "full" and not lk:  # no key to meet on: everything on rank 0
+        return node.with_inputs((_gather(left, lwhere), _gather(right, rwhere))), "root"
+    small_right = rrows <= BROADCAST_ROWS or rrows * 4 <= lrows
+    small_left = lrows <= BROADCAST_ROWS or lrows * 4 <= rrows
+    if kind != "full" and (node.null_aware or not lk) and kind != "right":
+        return node.with_inputs((left, P.Exchange(right, "broadcast"))), lwhere
+    if kind == "right" and (not lk or small_left):
+        return node.with_inputs((P.Exchange(left, "broadcast"), right)), rwhere
+    if kind == "inner" and small_left and lrows < rrows:
+        return node.with_inputs((P.Exchange(left, "broadcast"), right)), rwhere
+    if kind not in ("full", "right") and small_right:
+        return node.with_inputs((left, P.Exchange(right, "broadcast"))), lwhere
+    return node.with_inputs((P.Exchange(left, "hash", tuple(lk)),
+                             P.Exchange(right, "hash", tuple(rk)))), "spread"

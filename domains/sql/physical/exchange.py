@@ -1,0 +1,152 @@
+"""The Exchange operator: the only physical code that moves rows between ranks.
+
+``hash`` sends every row to the rank its key columns' hash names, so equal keys meet on one
+rank whatever the columns' dictionaries (a string hashes by its bytes, a float by its value,
+NULL keys together); ``broadcast`` gives every rank all rows; ``gather`` puts all rows on
+rank 0, in rank order. String dictionaries are merged across ranks where codes must mean
+the same strings everywhere (:func:`global_dictionaries`). Also the few global facts
+operators need (row counts), through the core's collectives.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+from hpc.domains.sql import strings
+from hpc.domains.sql.exchange import allgather_columns, ship
+from hpc.domains.sql.table import Column, Table, merge_dictionaries, settle_columns
+from numba import njit
+
+from hpc.backend import array_module
+from hpc.collectives import allreduce
+from hpc.shuffle import hash_partition
+
+__all__ = ["hash_rows", "exchange", "global_dictionaries", "global_count", "key_hash",
+           "mark_global"]
+
+_global: dict[int, Any] = {}  # id -> weak reference of dictionaries equal on every rank
+
+
+def mark_global(dictionary: Any) -> None:
+    """Record that ``dictionary`` is the same on every rank (a scanned table's: the catalog
+    merges them), so exchanges need not merge it again."""
+    _global[id(dictionary)] = weakref.ref(dictionary)
+    if len(_global) > 1024:
+        for key in [k for k, ref in _global.items() if ref() is None]:
+            del _global[key]
+
+
+def _is_global(dictionary: Any) -> bool:
+    ref = _global.get(id(dictionary))
+    return ref is not None and ref() is dictionary
+
+_NULL_HASH = np.uint64(0x5BD1E9955BD1E995)
+
+
+@njit(cache=True, nogil=True)
+def _fnv(offsets, data, out):  # type: ignore[no-untyped-def]
+    for i in range(len(out)):
+        h = np.uint64(0xCBF29CE484222325)
+        for j in range(offsets[i], offsets[i + 1]):
+            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
+        out[i] = h
+
+
+def _entry_hashes(dictionary: Any) -> np.ndarray:
+    """A hash of every dictionary entry's UTF-8 bytes (the same on every rank)."""
+    words = strings._plain(strings.arrow(dictionary))
+    offsets, data = strings._buffers(words)
+    out = np.empty(len(words), dtype=np.uint64)
+    _fnv(offsets, data, out)
+    return out
+
+
+def _column_hash(c: Column) -> Any:
+    xp = array_module(c.values)
+    if c.kind == "string":
+        table = xp.asarray(_entry_hashes(c.dictionary))
+        h = table[c.values] if len(table) else xp.zeros(len(c), np.uint64)
+    elif c.values.dtype.kind == "f":
+        h = (c.values.astype(np.float64) + 0.0).view(np.uint64)  # -0.0 as 0.0
+    elif c.values.dtype.kind == "b":
+        h = c.values.astype(np.uint64)
+    else:
+        h = c.values.astype(np.int64).view(np.uint64)
+    if c.valid is not None:
+        h = xp.where(c.valid, h, _NULL_HASH)
+    return h
+
+
+def key_hash(keys: list[Column]) -> Any:
+    """One uint64 per row, equal wherever the key columns hold equal values (NULLs equal)."""
+    xp = array_module(keys[0].values)
+    h = xp.zeros(len(keys[0]), dtype=np.uint64)
+    for c in keys:
+        h = (h * np.uint64(0x100000001B3)) ^ (_column_hash(c) * np.uint64(0x9E3779B97F4A7C15))
+    return h
+
+
+def hash_rows(columns: dict[str, Column], keys: list[Column], comm: Any) -> dict[str, Column]:
+    """Collective. Rows with equal keys meet on one rank."""
+    if comm.Get_size() == 1:
+        return columns
+    n = len(keys[0]) if keys else 0
+    dest = hash_partition(key_hash(keys).view(np.int64), comm.Get_size()) if keys else \
+        np.zeros(n, np.int64)
+    return ship(columns, dest, comm)
+
+
+def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column],
+             comm: Any) -> tuple[dict[str, Column], int]:
+    """Collective. ``columns`` (this rank's ``nrows`` rows) moved as ``how`` says
+    (``"hash"`` on ``keys``, ``"broadcast"``, ``"gather"``); the new columns and row count."""
+    if comm.Get_size() == 1:
+        return columns, nrows
+    columns = global_dictionaries(settle_columns(columns, comm), comm)
+    if not columns:  # no column to carry: only the row count moves
+        counts = np.asarray(_all_counts(nrows, comm))
+        total = int(counts.sum())
+        if how == "broadcast":
+            return {}, total
+        if how == "gather":
+            return {}, total if comm.Get_rank() == 0 else 0
+        return {}, int(np.array_split(np.arange(total), comm.Get_size())[comm.Get_rank()].size)
+    if how == "hash":
+        out = hash_rows(columns, keys, comm)
+    elif how == "broadcast":
+        out = allgather_columns(columns, comm)
+    elif how == "gather":
+        out = ship(columns, np.zeros(nrows, np.int64), comm)
+    else:
+        raise ValueError(f"exchange {how!r}: expected hash, broadcast or gather")
+    return out, len(next(iter(out.values())))
+
+
+def _all_counts(n: int, comm: Any) -> list[int]:
+    from hpc.collectives import allgather_object
+
+    return list(allgather_object(int(n), comm))
+
+
+def global_dictionaries(columns: dict[str, Column], comm: Any) -> dict[str, Column]:
+    """Collective. String columns with one sorted dictionary over all ranks (codes remapped),
+    so a code means the same string everywhere. Columns sharing one dictionary object share
+    the merged one."""
+    if comm.Get_size() == 1:
+        return columns
+    out = {}
+    for name in sorted(columns):  # the same order on every rank
+        c = columns[name]
+        if c.kind == "string" and not _is_global(c.dictionary):
+            c = Column(c.values, c.kind, c.dictionary, c.valid)
+            merge_dictionaries(Table({"c": c}), comm)
+            mark_global(c.dictionary)
+        out[name] = c
+    return {n: out[n] for n in columns}
+
+
+def global_count(n: int, comm: Any) -> int:
+    """Collective. The sum of ``n`` over the ranks."""
+    return int(allreduce(int(n), "sum", comm)) if comm.Get_size() > 1 else int(n)

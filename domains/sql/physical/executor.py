@@ -1,0 +1,264 @@
+"""Running a distributed logical plan: one operator per node type, each on this rank's rows.
+
+The plan holds its Exchange nodes (:mod:`..optimizer.distribute`); the Exchange operator
+(:mod:`.exchange`) is the only one that communicates, so every other operator is local. The
+result is gathered on rank 0. With ``analyze``, every node's rows (over all ranks) and its
+seconds on this rank are recorded for EXPLAIN ANALYZE.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from hpc.domains.sql.aggregate import combine_ids, group_ids
+from hpc.domains.sql.catalog import Catalog, ScanCache
+from hpc.domains.sql.logical import expr as E
+from hpc.domains.sql.logical import plan as P
+from hpc.domains.sql.optimizer.distribute import equi_keys
+from hpc.domains.sql.table import Column, Table
+
+from .aggregates import reduce
+from .evaluate import Batch, evaluate
+from .exchange import exchange, global_count, mark_global
+from .join import Side, join
+
+__all__ = ["Executor"]
+
+
+def _batch(side: Side) -> Batch:
+    return Batch(side.columns, side.nrows)
+
+
+def _rows_where(c: Column) -> np.ndarray:
+    """Rows where a boolean column is TRUE (not FALSE, not NULL)."""
+    keep = np.asarray(c.values, dtype=bool)
+    if c.valid is not None:
+        keep = keep & c.valid
+    return np.flatnonzero(keep)
+
+
+def _take(side: Side, rows: np.ndarray) -> Side:
+    return Side({n: c.take(rows) for n, c in side.columns.items()}, len(rows))
+
+
+def _group_keys(cols: list[Column], n: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """Dense group ids of rows by key columns (NULL a value of its own), their count and
+    each group's first row."""
+    if not cols:
+        return np.zeros(n, np.int64), 1, np.zeros(1, np.int64)
+    arrays, valids = [], []
+    for c in cols:
+        v = c.values
+        if v.dtype.kind == "f":
+            v = (v.astype(np.float64) + 0.0).view(np.int64)
+        elif v.dtype.kind == "b":
+            v = v.astype(np.int64)
+        if c.valid is not None:
+            v = np.where(c.valid, v, np.zeros(1, v.dtype))
+        arrays.append(v)
+        valids.append(c.valid)
+    ids, ngroups, first = group_ids(combine_ids(arrays, valids))
+    return ids, ngroups, first
+
+
+class Executor:
+    """Runs plans over ``catalog`` on the ranks of ``comm``.
+
+    Parameters
+    ----------
+    catalog : Catalog
+    comm : MPI communicator
+    analyze : bool
+        Record rows and seconds per node (:attr:`profile`).
+    """
+
+    def __init__(self, catalog: Catalog, comm: Any, analyze: bool = False) -> None:
+        self.catalog = catalog
+        self.scans = ScanCache(catalog)
+        self.comm = comm
+        self.analyze = analyze
+        self.profile: dict[int, tuple[int, float]] = {}
+        self._ops = {
+            P.Scan: self._scan, P.Values: self._values, P.Filter: self._filter,
+            P.Project: self._project, P.Join: self._join, P.Aggregate: self._aggregate,
+            P.Distinct: self._distinct, P.Sort: self._sort, P.Limit: self._limit,
+            P.Exchange: self._exchange, P.Output: self._output_side,
+        }
+
+    def run(self, plan: P.Node) -> Table:
+        """Collective. The plan's result: all rows on rank 0, none elsewhere."""
+        if not isinstance(plan, P.Output):
+            raise TypeError("run: the plan must end in an Output node")
+        side = self.side(plan)
+        names = _unique(plan.names)
+        cols = [_presented(side.columns[f.name], f) for f in plan.input.schema]
+        return Table(dict(zip(names, cols, strict=True)))
+
+    def side(self, node: P.Node) -> Side:
+        """Collective. This rank's rows of ``node``."""
+        t0 = time.perf_counter()
+        out = self._ops[type(node)](node)
+        if self.analyze:
+            rows = global_count(out.nrows, self.comm)
+            self.profile[id(node)] = (rows, time.perf_counter() - t0)
+        return out
+
+    def _root(self) -> bool:
+        return self.comm.Get_rank() == 0
+
+    # -- leaves -----------------------------------------------------------------------------
+    def _scan(self, node: P.Scan) -> Side:
+        sources = [source for _, source, _ in node.columns]
+        table = self.scans.load(node.table, sources, self.comm)
+        cols = {}
+        for (name, source, t) in node.columns:
+            cols[name] = _physical(table[source], t)
+        return Side(cols, table.num_rows)
+
+    def _values(self, node: P.Values) -> Side:
+        """Constant rows, on rank 0 (the binder makes one row of no columns: FROM-less)."""
+        if node.fields:
+            raise TypeError("Values with columns are not produced by the binder")
+        return Side({}, len(node.rows) if self._root() else 0)
+
+    # -- row-wise ---------------------------------------------------------------------------
+    def _filter(self, node: P.Filter) -> Side:
+        side = self.side(node.input)
+        return _take(side, _rows_where(evaluate(node.condition, _batch(side))))
+
+    def _project(self, node: P.Project) -> Side:
+        side = self.side(node.input)
+        batch = _batch(side)
+        return Side({name: evaluate(e, batch) for name, e in node.exprs}, side.nrows)
+
+    # -- joins ------------------------------------------------------------------------------
+    def _join(self, node: P.Join) -> Side:
+        left, right = self.side(node.left), self.side(node.right)
+        lk, rk, rest = equi_keys(node)
+        nulls = (False, False)
+        if node.null_aware and len(lk) > 1:  # NOT IN with correlation: its equality is
+            rest = rest + [E.Call("eq", (lk[-1], rk[-1]), E.TRUE.type)]  # a residual
+            lk, rk = lk[:-1], rk[:-1]
+        lkeys = [evaluate(e, _batch(left)) for e in lk]
+        rkeys = [evaluate(e, _batch(right)) for e in rk]
+        if node.null_aware and len(lk) == 1 and not rest:  # the right side is all here
+            nulls = (right.nrows > 0, rkeys[0].valid is not None and
+                     not bool(np.all(rkeys[0].valid)))
+        return join(node.kind, left, right, lkeys, rkeys, E.conjoin(rest), node.mark,
+                    node.null_aware, nulls)
+
+    # -- grouping ---------------------------------------------------------------------------
+    def _aggregate(self, node: P.Aggregate) -> Side:
+        side = self.side(node.input)
+        batch = _batch(side)
+        keys = [evaluate(e, batch) for _, e in node.keys]
+        if not node.keys and not self._root() and self.comm.Get_size() > 1:
+            return Side({f.name: _empty(f) for f in node.schema}, 0)
+        ids, ngroups, first = _group_keys(keys, side.nrows)
+        if not node.keys:
+            first = np.zeros(0, np.int64)
+        out = {name: k.take(first) for (name, _), k in zip(node.keys, keys, strict=True)}
+        for name, agg in node.aggregates:
+            args = [evaluate(a, batch) for a in agg.args]
+            order = [evaluate(k.expr, batch) for k in agg.order]
+            out[name] = reduce(agg, ids, ngroups, args, order)
+        return Side(out, ngroups)
+
+    def _distinct(self, node: P.Distinct) -> Side:
+        side = self.side(node.input)
+        _, ngroups, first = _group_keys(list(side.columns.values()), side.nrows)
+        if not side.columns:  # no columns: one row if there were any
+            return Side({}, min(side.nrows, 1))
+        return _take(side, first)
+
+    # -- ordering ---------------------------------------------------------------------------
+    def _sort(self, node: P.Sort) -> Side:
+        side = self.side(node.input)
+        batch = _batch(side)
+        keys = [(evaluate(k.expr, batch), k.ascending, k.nulls_first) for k in node.keys]
+        return _take(side, sort_order(keys, side.nrows))
+
+    def _limit(self, node: P.Limit) -> Side:
+        side = self.side(node.input)
+        stop = side.nrows if node.limit is None else min(side.nrows, node.offset + node.limit)
+        return _take(side, np.arange(min(node.offset, side.nrows), stop))
+
+    # -- movement ---------------------------------------------------------------------------
+    def _exchange(self, node: P.Exchange) -> Side:
+        side = self.side(node.input)
+        keys = [evaluate(e, _batch(side)) for e in node.keys]
+        cols, n = exchange(side.columns, side.nrows, node.how, keys, self.comm)
+        return Side(cols, n)
+
+    def _output_side(self, node: P.Output) -> Side:
+        return self.side(node.input)
+
+
+def sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
+    """Row order for ORDER BY keys ``(column, ascending, nulls_first)`` (stable; NULLs tie
+    with each other)."""
+    if not keys:
+        return np.arange(n)
+    arrays = []
+    for col, ascending, nulls_first in keys:
+        v = col.values
+        if v.dtype.kind == "b":
+            v = v.astype(np.int8)
+        if col.valid is not None:  # the values under NULLs are noise: make them tie
+            v = np.where(col.valid, v, np.zeros(1, v.dtype))
+        if not ascending:
+            v = -v.astype(np.float64) if v.dtype.kind == "f" else ~v.astype(np.int64)
+        null = np.zeros(n, np.int8) if col.valid is None else (~col.valid).astype(np.int8)
+        arrays.append(-null if nulls_first else null)
+        arrays.append(v)
+    return np.lexsort(arrays[::-1])
+
+
+def _physical(c: Column, t: Any) -> Column:
+    """A scanned column in the physical form of its logical type."""
+    if t.kind == "decimal" and c.kind != "decimal":
+        values = np.rint(np.asarray(c.values, dtype=np.float64) * 10.0 ** t.scale)
+        return Column(values.astype(np.int64), "decimal", None, c.valid)
+    if c.kind == "string":
+        mark_global(c.dictionary)
+    return c
+
+
+def _presented(c: Column, f: P.Field) -> Column:
+    """A result column as users read it: DECIMAL as float64 (its exact digits are in the
+    plan's type), everything else as it is."""
+    if f.type.kind == "decimal":
+        return Column(c.values.astype(np.float64) / 10.0 ** f.type.scale, "float", None,
+                      c.valid)
+    return c
+
+
+def _empty(f: P.Field) -> Column:
+    kind = f.type.kind
+    if kind == "varchar":
+        return Column(np.zeros(0, np.int32), "string", np.zeros(0, dtype=object))
+    dtype = {"boolean": bool, "double": np.float64, "date": np.int32}.get(kind, np.int64)
+    name = {"boolean": "bool", "double": "float", "date": "date", "decimal": "decimal",
+            "timestamp": "timestamp", "varchar": "string"}.get(kind, "int")
+    return Column(np.zeros(0, dtype), name)
+
+
+def _unique(names: tuple[str, ...]) -> list[str]:
+    """Output names made unique as DuckDB's result frames do (``x``, ``x_1``, ...)."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        if n in seen:
+            seen[n] += 1
+            candidate = f"{n}_{seen[n]}"
+            while candidate in seen:
+                seen[n] += 1
+                candidate = f"{n}_{seen[n]}"
+            out.append(candidate)
+            seen[candidate] = 0
+        else:
+            seen[n] = 0
+            out.append(n)
+    return out

@@ -1,0 +1,191 @@
+"""The local join: this rank's left rows against the right rows the exchanges brought, for
+every join kind, by a hash join on the equi-keys (a nested loop in blocks without them),
+then the other conjuncts on the candidate pairs.
+
+Each kind from the surviving pairs ``(l, r)``: inner the pairs; left / right / full the
+pairs plus the unmatched rows padded with NULLs; semi / anti the left rows with / without
+a pair; mark every left row with TRUE (a pair), NULL (no pair but a NULL comparison, for
+NOT IN's null-aware join) or FALSE; single a left join that fails where a left row has
+two pairs (a scalar subquery of more than one row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from hpc.domains.sql import strings
+from hpc.domains.sql.aggregate import combine_ids
+from hpc.domains.sql.errors import SQLError
+from hpc.domains.sql.join import hash_join
+from hpc.domains.sql.logical import expr as E
+from hpc.domains.sql.table import Column
+
+from .evaluate import Batch, evaluate
+
+__all__ = ["Side", "join"]
+
+_PAIR_BLOCK = 1 << 22  # a nested-loop join makes at most this many pairs at a time
+
+
+@dataclass
+class Side:
+    """One side of a join on this rank: its columns and row count."""
+
+    columns: dict[str, Column]
+    nrows: int
+
+
+def _key_values(x: Column, y: Column) -> tuple[np.ndarray, np.ndarray]:
+    """Two key columns of one type as comparable int64 arrays (strings through a merged
+    dictionary, floats by value)."""
+    if x.kind == "string":
+        if x.dictionary is y.dictionary:
+            return x.values.astype(np.int64), y.values.astype(np.int64)
+        merged = strings.merge([x.dictionary, y.dictionary])
+        rx = strings.remap(x.dictionary, merged).astype(np.int64)
+        ry = strings.remap(y.dictionary, merged).astype(np.int64)
+        return (rx[x.values] if len(rx) else np.zeros(len(x), np.int64),
+                ry[y.values] if len(ry) else np.zeros(len(y), np.int64))
+    if x.values.dtype.kind == "f" or y.values.dtype.kind == "f":
+        return ((x.values.astype(np.float64) + 0.0).view(np.int64),
+                (y.values.astype(np.float64) + 0.0).view(np.int64))
+    return x.values.astype(np.int64, copy=False), y.values.astype(np.int64, copy=False)
+
+
+def _valid(cols: list[Column], n: int) -> np.ndarray | None:
+    out = None
+    for c in cols:
+        if c.valid is not None:
+            out = c.valid if out is None else out & c.valid
+    return out
+
+
+def _keys(lcols: list[Column], rcols: list[Column], nl: int,
+          nr: int) -> tuple[np.ndarray, Any, np.ndarray, Any]:
+    """One int64 key per row of each side (equal exactly when every key is) and the rows
+    whose keys hold no NULL."""
+    pairs = [_key_values(a, b) for a, b in zip(lcols, rcols, strict=True)]
+    if len(pairs) == 1:
+        lk, rk = pairs[0]
+    else:
+        both = [np.concatenate([a, b]) for a, b in pairs]
+        ids = combine_ids(both, [None] * len(both))
+        lk, rk = ids[:nl], ids[nl:]
+    return lk, _valid(lcols, nl), rk, _valid(rcols, nr)
+
+
+def _pairs(left: Side, right: Side, lkeys: list[Column], rkeys: list[Column]):
+    """Candidate pairs: equal non-NULL keys, or every pair without keys (in blocks)."""
+    if lkeys:
+        lk, lv, rk, rv = _keys(lkeys, rkeys, left.nrows, right.nrows)
+        li, ri = hash_join(lk, rk, "inner", lv, rv)
+        yield li, ri
+        return
+    if left.nrows * right.nrows == 0:
+        yield np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return
+    step = max(1, _PAIR_BLOCK // max(right.nrows, 1))
+    for lo in range(0, left.nrows, step):
+        hi = min(left.nrows, lo + step)
+        li = np.repeat(np.arange(lo, hi, dtype=np.int64), right.nrows)
+        ri = np.tile(np.arange(right.nrows, dtype=np.int64), hi - lo)
+        yield li, ri
+
+
+def _truth(e: E.Expr, left: Side, right: Side, li: np.ndarray,
+           ri: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where ``e`` is TRUE and where it is NULL over the pairs."""
+    used = E.refs(e)
+    cols = {n: c.take(li) for n, c in left.columns.items() if n in used}
+    cols.update({n: c.take(ri) for n, c in right.columns.items() if n in used})
+    v = evaluate(e, Batch(cols, len(li)))
+    values = np.asarray(v.values, dtype=bool)
+    if v.valid is None:
+        return values, np.zeros(len(li), bool)
+    return values & v.valid, ~v.valid
+
+
+def join(kind: str, left: Side, right: Side, lkeys: list[Column], rkeys: list[Column],
+         residual: E.Expr | None, mark: str | None = None, null_aware: bool = False,
+         nulls: tuple[bool, bool] = (False, False)) -> Side:
+    """The rows of ``left <kind> right`` on this rank.
+
+    Parameters
+    ----------
+    lkeys, rkeys : list of Column
+        The equi-join keys of each side (evaluated on its rows), equal in number.
+    residual : Expr or None
+        The other conjuncts, evaluated on the key-matched pairs.
+    null_aware : bool
+        NOT IN's join (mark or anti): a left row with no match is NULL (so not kept by an
+        anti join) where a comparison with it was NULL: its key is NULL and the right side
+        has rows, or the right side holds a NULL key.
+    nulls : (bool, bool)
+        For a null-aware join: whether the right side (all of it, over every rank) has any
+        row, and whether any right key is NULL.
+    """
+    if kind == "right":  # a left join seen from the other side
+        out = join("left", right, left, rkeys, lkeys, residual)
+        order = list(left.columns) + list(right.columns)
+        return Side({n: out.columns[n] for n in order}, out.nrows)
+    li_parts, ri_parts, unknown_parts = [], [], []
+    for li, ri in _pairs(left, right, lkeys, rkeys):
+        if residual is not None and len(li):
+            true, null = _truth(residual, left, right, li, ri)
+            if null_aware:
+                unknown_parts.append(li[null])
+            li, ri = li[true], ri[true]
+        li_parts.append(li)
+        ri_parts.append(ri)
+    li = np.concatenate(li_parts) if li_parts else np.zeros(0, np.int64)
+    ri = np.concatenate(ri_parts) if ri_parts else np.zeros(0, np.int64)
+    matched = np.zeros(left.nrows, bool)
+    matched[li] = True
+    if kind == "inner":
+        return _take(left, right, li, ri)
+    if kind in ("semi", "anti") and not null_aware:
+        rows = np.flatnonzero(matched if kind == "semi" else ~matched)
+        return Side({n: c.take(rows) for n, c in left.columns.items()}, len(rows))
+    if kind in ("mark", "anti"):
+        unknown = np.zeros(left.nrows, bool)
+        for part in unknown_parts:
+            unknown[part] = True
+        if null_aware:
+            right_rows, right_null = nulls
+            key_null = _valid(lkeys, left.nrows)
+            if key_null is not None and right_rows:
+                unknown |= ~key_null
+            if right_null:
+                unknown[:] = True
+        unknown &= ~matched
+        if kind == "anti":
+            rows = np.flatnonzero(~matched & ~unknown)
+            return Side({n: c.take(rows) for n, c in left.columns.items()}, len(rows))
+        out = dict(left.columns)
+        out[mark or ""] = Column(matched, "bool", None, ~unknown if unknown.any() else None)
+        return Side(out, left.nrows)
+    # left, single, full: the pairs and the unmatched left rows, in left row order
+    if kind == "single" and len(li):
+        counts = np.bincount(li, minlength=left.nrows)
+        if counts.max() > 1:
+            raise SQLError("more than one row returned by a subquery used as an expression")
+    lonely = np.flatnonzero(~matched)
+    li_all = np.concatenate([li, lonely])
+    ri_all = np.concatenate([ri, np.full(len(lonely), -1, np.int64)])
+    order = np.argsort(li_all, kind="stable")
+    li_all, ri_all = li_all[order], ri_all[order]
+    if kind == "full":
+        seen = np.zeros(right.nrows, bool)
+        seen[ri] = True
+        extra = np.flatnonzero(~seen)
+        li_all = np.concatenate([li_all, np.full(len(extra), -1, np.int64)])
+        ri_all = np.concatenate([ri_all, extra])
+    return _take(left, right, li_all, ri_all)
+
+
+def _take(left: Side, right: Side, li: np.ndarray, ri: np.ndarray) -> Side:
+    cols = {n: c.take(li) for n, c in left.columns.items()}
+    cols.update({n: c.take(ri) for n, c in right.columns.items()})
+    return Side(cols, len(li))

@@ -1,0 +1,69 @@
+"""The layered query path: bind (sqlglot to the logical plan), optimize (small passes), run
+(physical operators, one Exchange operator moving rows).
+
+============  ======================================  ======================================
+layer         modules                                 works on
+============  ======================================  ======================================
+bind          :mod:`.binder`                          sqlglot trees -> logical plan
+logical       :mod:`.logical`                         types, expressions, plan nodes
+optimize      :mod:`.optimizer`                       plan -> plan
+physical      :mod:`.physical`                        plan -> columns on each rank
+============  ======================================  ======================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpc.comm import resolve_comm
+
+from .binder.select import bind
+from .catalog import Catalog
+from .logical import plan as P
+from .optimizer.distribute import distribute
+from .optimizer.prune import prune_columns
+from .optimizer.pushdown import push_filters
+from .table import Table
+
+__all__ = ["logical_plan", "physical_plan", "run", "explain"]
+
+
+def logical_plan(sql: str, catalog: Catalog) -> P.Node:
+    """The bound, optimized logical plan of ``sql`` (no exchanges)."""
+    plan = bind(sql, catalog.types())
+    return prune_columns(push_filters(plan))
+
+
+def physical_plan(sql: str, catalog: Catalog, ranks: int) -> P.Node:
+    """The plan with the exchanges ``ranks`` ranks need."""
+    return distribute(logical_plan(sql, catalog), catalog.num_rows, ranks)
+
+
+def run(sql: str, catalog: Catalog, comm: Any = None) -> Table:
+    """Collective. Answer ``sql``: the result on rank 0, no rows elsewhere."""
+    from .physical.executor import Executor
+
+    comm = resolve_comm(comm)
+    plan = physical_plan(sql, catalog, comm.Get_size())
+    return Executor(catalog, comm).run(plan)
+
+
+def explain(sql: str, catalog: Catalog, comm: Any = None, analyze: bool = False) -> str:
+    """Collective. The logical plan and the physical plan (with its exchanges); with
+    ``analyze``, the physical plan as it ran: rows over all ranks, milliseconds on rank 0."""
+    from .physical.executor import Executor
+
+    comm = resolve_comm(comm)
+    logical = logical_plan(sql, catalog)
+    physical = distribute(logical, catalog.num_rows, comm.Get_size())
+    text = "Logical plan\n" + P.explain(logical) + "\n\nPhysical plan\n"
+    if not analyze:
+        return text + P.explain(physical)
+    ex = Executor(catalog, comm, analyze=True)
+    ex.run(physical)
+
+    def note(node: P.Node) -> str:
+        rows, seconds = ex.profile.get(id(node), (0, 0.0))
+        return f"rows={rows} {seconds * 1e3:.1f} ms"
+
+    return text + P.explain(physical, note)

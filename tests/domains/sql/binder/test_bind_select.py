@@ -1,0 +1,89 @@
+"""The SELECT binder and the logical optimizer passes: subqueries planned as joins (nothing
+runs while planning), predicates and projections pushed down, errors naming the construct."""
+
+from __future__ import annotations
+
+import pytest
+from hpc.domains.sql.binder.select import bind
+from hpc.domains.sql.errors import SQLError, UnsupportedSQL
+from hpc.domains.sql.logical import plan as P
+from hpc.domains.sql.logical.types import BIGINT, INTEGER, VARCHAR, decimal
+from hpc.domains.sql.optimizer.distribute import distribute
+from hpc.domains.sql.optimizer.prune import prune_columns
+from hpc.domains.sql.optimizer.pushdown import push_filters
+
+SCHEMA = {"a": {"k": INTEGER, "x": decimal(15, 2), "s": VARCHAR},
+          "b": {"k": BIGINT, "y": VARCHAR}}
+
+
+def _plan(sql: str) -> P.Node:
+    return prune_columns(push_filters(bind(sql, SCHEMA)))
+
+
+def _joins(plan: P.Node) -> list[P.Join]:
+    return [n for n in P.nodes(plan) if isinstance(n, P.Join)]
+
+
+def test_subqueries_become_joins_of_the_right_kind():
+    cases = {
+        "SELECT x FROM a WHERE k IN (SELECT k FROM b)": ("semi", False),
+        "SELECT x FROM a WHERE k NOT IN (SELECT k FROM b)": ("anti", True),
+        "SELECT x FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.k)": ("semi", False),
+        "SELECT x FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE b.k = a.k)": ("anti", False),
+        "SELECT x FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.k) OR x > 1": ("mark",
+                                                                                  False),
+        "SELECT k, (SELECT MAX(y) FROM b) FROM a": ("single", False),
+    }
+    for sql, (kind, null_aware) in cases.items():
+        (j,) = _joins(_plan(sql))
+        assert (j.kind, j.null_aware) == (kind, null_aware), sql
+
+
+def test_a_correlated_aggregate_is_grouped_by_its_correlation_and_count_reads_zero():
+    plan = _plan("SELECT k, (SELECT COUNT(*) FROM b WHERE b.k = a.k) AS c FROM a")
+    (j,) = _joins(plan)
+    assert j.kind == "single"
+    grouped = [n for n in P.nodes(j.right) if isinstance(n, P.Aggregate)]
+    assert [str(e) for _, e in grouped[0].keys] == ["b.k"]
+    assert "coalesce" in P.explain(plan)  # COUNT of an empty group is 0, not NULL
+
+
+def test_where_equalities_turn_a_from_list_into_an_equi_join_and_filters_reach_the_scans():
+    plan = _plan("SELECT s FROM a, b WHERE a.k = b.k AND b.y = 'z' AND a.x > 2")
+    (j,) = _joins(plan)
+    assert j.kind == "inner" and str(j.condition).startswith("eq(")
+    assert isinstance(j.left, P.Filter) and isinstance(j.right, P.Filter)
+    scans = {n.alias: [c for _, c, _ in n.columns] for n in P.nodes(plan)
+             if isinstance(n, P.Scan)}
+    assert scans == {"a": ["k", "x", "s"], "b": ["k", "y"]}
+
+
+def test_a_filter_on_the_padded_side_of_an_outer_join_stays_above_it():
+    plan = _plan("SELECT a.k FROM a LEFT JOIN b ON a.k = b.k WHERE b.y IS NULL")
+    (j,) = _joins(plan)
+    assert not isinstance(j.right, P.Filter)
+    assert any(isinstance(n, P.Filter) and "is_null" in str(n.condition)
+               for n in P.nodes(plan))
+
+
+def test_exchanges_appear_only_for_several_ranks():
+    plan = _plan("SELECT s, SUM(x) FROM a GROUP BY s ORDER BY 2 LIMIT 3")
+    assert not any(isinstance(n, P.Exchange) for n in P.nodes(distribute(plan, lambda t: 10,
+                                                                           1)))
+    hows = [n.how for n in P.nodes(distribute(plan, lambda t: 10, 3))
+            if isinstance(n, P.Exchange)]
+    assert hows == ["gather", "hash"]
+
+
+@pytest.mark.parametrize("sql, error, words", [
+    ("SELECT x FROM a GROUP BY s", SQLError, "GROUP BY"),
+    ("SELECT q FROM a", SQLError, "q"),
+    ("SELECT (SELECT k, y FROM b) FROM a", SQLError, "2 columns"),
+    ("SELECT x FROM a UNION SELECT y FROM b", UnsupportedSQL, "set operations"),
+    ("SELECT x FROM a WHERE x > (SELECT MAX(x) FROM a a2 WHERE a2.k < a.k GROUP BY a2.s)",
+     UnsupportedSQL, "GROUP BY"),
+    ("SELECT x FROM a LIMIT -1", (SQLError, UnsupportedSQL), "LIMIT"),
+])
+def test_errors_name_the_construct(sql, error, words):
+    with pytest.raises(error, match=words):
+        _plan(sql)

@@ -1,0 +1,1 @@
+"""Differential tests of the SQL engine against DuckDB: hand-written queries per feature."""
