@@ -113,6 +113,23 @@ class Decimals(Column):
             start += len(c)
         return out
 
+    def unscaled(self, scale: int) -> np.ndarray | None:
+        """The exact values times ``10**scale`` as int64 (None once converted to float, or
+        where a value needs more than 64 bits)."""
+        if self._values is not None and not self._chunks:
+            return None
+        out = np.empty(self._n, dtype=np.int64)
+        bounds = [p[0] for p in self.chunk_words()] + [self._n]
+        for (start, words, stride, own), stop in zip(self.chunk_words(), bounds[1:],
+                                                      strict=True):
+            low = words[0::stride][: stop - start]
+            if stride == 2 and bool(np.any(words[1::2][: stop - start] != (low >> 63))):
+                return None
+            if own > scale:
+                return None
+            out[start:stop] = low * (10 ** (scale - own))
+        return out
+
     def gather(self, index: np.ndarray) -> Column:
         if (self._values is not None or not isinstance(index, np.ndarray)
                 or _SELECTIVE * len(index) > self._n or not len(self._chunks)):

@@ -440,10 +440,12 @@ def _arith(op: str, name: str, a: Expr, c: Expr, node: exp.Expression) -> Expr:
             return e if e.type.kind == "decimal" else convert(e, decimal(e.type.digits(), 0))
 
         return Call(name, (operand(a), operand(c)), result)
-    operand_type = DOUBLE if op == "/" else (result if op in "+-" else
-                                              common_type(a.type, c.type) or result)
-    if op == "//" and result == DOUBLE:
-        operand_type = DOUBLE
+    # + and -: both at the result type (a DECIMAL sum's scale and width); / and a DECIMAL
+    # //: DOUBLE; otherwise (integers, DOUBLE, DECIMAL %): the common type
+    if op in ("+", "-") or result == DOUBLE:
+        operand_type = result
+    else:
+        operand_type = common_type(a.type, c.type) or result
     return Call(name, (convert(a, operand_type), convert(c, operand_type)), result)
 
 

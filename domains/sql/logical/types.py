@@ -108,9 +108,7 @@ def common_type(a: SQLType, b: SQLType) -> SQLType | None:
         da, db = _as_decimal(a), _as_decimal(b)
         scale = max(da.scale, db.scale)
         whole = max(da.precision - da.scale, db.precision - db.scale)
-        if whole + scale > MAX_DECIMAL_PRECISION:
-            return DOUBLE
-        return decimal(whole + scale, scale)
+        return decimal(min(whole + scale, MAX_DECIMAL_PRECISION), scale)
     if {a.kind, b.kind} == {"date", "timestamp"}:
         return TIMESTAMP
     return None
@@ -135,7 +133,7 @@ def arithmetic_type(op: str, a: SQLType, b: SQLType) -> SQLType | None:
     t = common_type(a, b)
     if t is None or not t.numeric:
         return None
-    if op == "/":
+    if op == "/" or (op == "//" and t.kind == "decimal"):
         return DOUBLE
     if t.kind != "decimal":
         return t
@@ -149,7 +147,7 @@ def arithmetic_type(op: str, a: SQLType, b: SQLType) -> SQLType | None:
     elif op in ("+", "-"):
         scale = max(da.scale, db.scale)
         precision = max(da.precision - da.scale, db.precision - db.scale) + scale + 1
-    else:  # // and %: DuckDB computes them on the common decimal type
+    else:  # %: DuckDB computes it on the common decimal type
         return t
     precision = max(min(precision, MAX_DECIMAL_PRECISION), scale)
     return decimal(precision, scale)

@@ -17,7 +17,7 @@ from hpc.domains.sql.catalog import Catalog, ScanCache
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.optimizer.distribute import equi_keys
-from hpc.domains.sql.table import Column, Table
+from hpc.domains.sql.table import Column, Decimals, Table
 
 from .aggregates import reduce
 from .evaluate import Batch, evaluate
@@ -219,8 +219,11 @@ def sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
 def _physical(c: Column, t: Any) -> Column:
     """A scanned column in the physical form of its logical type."""
     if t.kind == "decimal" and c.kind != "decimal":
-        values = np.rint(np.asarray(c.values, dtype=np.float64) * 10.0 ** t.scale)
-        return Column(values.astype(np.int64), "decimal", None, c.valid)
+        exact = c.unscaled(t.scale) if isinstance(c, Decimals) else None
+        if exact is None:  # through float64: exact up to 15 digits
+            exact = np.rint(np.asarray(c.values, dtype=np.float64) * 10.0 ** t.scale).astype(
+                np.int64)
+        return Column(exact, "decimal", None, c.valid)
     if c.kind == "string":
         mark_global(c.dictionary)
     return c

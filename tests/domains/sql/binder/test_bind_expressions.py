@@ -212,7 +212,6 @@ def test_type_matches_duckdb(duck: duckdb.DuckDBPyConnection, text: str) -> None
 
 
 @pytest.mark.parametrize("text", WIDE_DECIMALS)
-@pytest.mark.xfail(reason="types.common_type: DOUBLE instead of DuckDB's DECIMAL(38, s)")
 def test_wide_decimals_match_duckdb(duck: duckdb.DuckDBPyConnection, text: str) -> None:
     assert str(bind(text).type) == duck_type(duck, text)
 
