@@ -13,11 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlglot import exp
-
 from hpc.domains.sql.errors import SQLError, position
 from hpc.domains.sql.logical.expr import Expr, Ref
 from hpc.domains.sql.logical.plan import Field
+from sqlglot import exp
 
 __all__ = ["Names", "Scope", "SubqueryHandler"]
 
