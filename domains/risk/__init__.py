@@ -21,6 +21,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "AsianArithmetic": ".instruments",
         "AsianGeometric": ".instruments",
         "Barrier": ".instruments",
+        "Lookback": ".instruments",
         "PriceResult": ".engine",
         "price": ".engine",
         "black_scholes": ".analytic",

@@ -4,6 +4,10 @@ Examples::
 
     mpirun -n 2 hpc risk price examples/portfolio.json --paths 1e7 --out risk.h5
     hpc risk price examples/portfolio.json --executor dask
+    hpc risk price examples/portfolio.json --executor local --backend gpu
+
+Every instrument is priced by :func:`.engine.price` (American options by Longstaff-Schwartz,
+on the same executor; their regression runs on the host whatever ``--backend`` says).
 """
 
 from __future__ import annotations
@@ -32,6 +36,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--no-control-variate", action="store_true")
     p.add_argument("--executor", choices=["mpi", "local", "dask"], default="mpi")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (default: local)")
+    p.add_argument(
+        "--backend",
+        choices=["cpu", "gpu"],
+        default=None,
+        help="device of the path kernels (default: HPC_BACKEND, else auto)",
+    )
     p.add_argument("--out", default=None, help="HDF5 file for the results table 'prices'")
     p.add_argument("--json", action="store_true", help="print the results as one JSON line")
     p.set_defaults(func=_price)
@@ -75,7 +85,9 @@ def _check_out(out: str | None) -> None:
 def _price(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .american import American, american_lsm
+    from hpc.backend import BackendUnavailableError, get_backend
+
+    from .american import American
     from .engine import price
     from .portfolio import PortfolioError, load_portfolio
 
@@ -87,13 +99,13 @@ def _price(args: argparse.Namespace) -> int:
     lsm = any(isinstance(option, American) for option in book.instruments)
     args.paths = _count("--paths", args.paths, 10 if lsm else 2)
     _check_out(args.out)
+    try:
+        backend = get_backend(getattr(args, "backend", None))
+    except BackendUnavailableError as exc:  # the same answer on every rank of a node
+        raise on_all_ranks(UsageError(f"--backend {args.backend}: {exc}")) from None
     rows: list[dict[str, Any]] = []
     for i, (name, option) in enumerate(zip(book.names, book.instruments, strict=True)):
-        if isinstance(option, American):
-            r = american_lsm(book.model, option, paths=int(args.paths), seed=args.seed, stream=i)
-            rows.append(_row(name, option, r))
-            _show(comm, args, name, r)
-            continue
+        # one entry point: American options go to Longstaff-Schwartz on the same executor
         r = price(
             book.model,
             option,
@@ -103,7 +115,9 @@ def _price(args: argparse.Namespace) -> int:
             antithetic=not args.no_antithetic,
             control_variate=not args.no_control_variate,
             executor=args.executor,
+            comm=comm,
             scheduler=args.scheduler,
+            backend=backend,
         )
         rows.append(_row(name, option, r))
         _show(comm, args, name, r)

@@ -15,7 +15,15 @@ from hpc.rng import RandomStreams
 from hpc.run import exact_sum, map_blocks
 
 from . import kernels
-from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European, Heston
+from .instruments import (
+    GBM,
+    AsianArithmetic,
+    AsianGeometric,
+    Barrier,
+    European,
+    Heston,
+    Lookback,
+)
 from .var import Market
 
 __all__ = ["PriceResult", "price", "DEFAULT_BLOCK"]
@@ -41,8 +49,9 @@ class PriceResult:
         Regression coefficient of the control variate, when one was used.
     delta, vega : float or None
         d price / d spot and d price / d vol, with ``delta_stderr``, ``vega_stderr``:
-        pathwise for European and Asian options; for barriers, whose payoff jumps, central
-        differences on the same paths (spot x exp(+-0.01), vol +-0.01: O(bump^2) bias).
+        pathwise for European, Asian and lookback options; for barriers, whose payoff jumps,
+        central differences on the same paths (spot x exp(+-0.01), vol +-0.01: O(bump^2)
+        bias).
     """
 
     price: float
@@ -61,7 +70,7 @@ def _control_mean(model: GBM, option: Any) -> float | None:
     """The exact discounted mean of the control variate the kernel reports, if any."""
     from .analytic import geometric_asian
 
-    if isinstance(option, European | Barrier):  # c = discounted S(T)
+    if isinstance(option, European | Barrier | Lookback):  # c = discounted S(T)
         return model.spot * math.exp(-model.dividend * option.maturity)
     if isinstance(option, AsianArithmetic):  # c = the geometric Asian with the same terms
         return geometric_asian(
@@ -75,6 +84,7 @@ _PAYOFF = {
     AsianArithmetic: "arithmetic",
     AsianGeometric: "geometric",
     Barrier: "barrier",
+    Lookback: "lookback",
 }
 
 
@@ -83,10 +93,14 @@ def _payoff_params(option: Any, discount: float, s0: float, log_barrier: float) 
     from . import kernels
 
     pay = kernels._parts(_PAYOFF[type(option)])
-    extra = {}
+    extra: dict[str, Any] = {}
     if isinstance(option, Barrier):
         extra = dict(log_barrier=log_barrier, up=option.direction == "up",
                      knock_in=option.knock == "in")  # fmt: skip
+    if isinstance(option, Lookback):  # the extremum starts at S(0) = s0
+        extra = dict(log_s0=math.log(s0), floating=option.floating)
+        strike = 0.0 if option.floating else option.strike
+        return pay.pack(strike, option.kind == "call", discount, s0, option.steps, **extra)
     return pay.pack(option.strike, option.kind == "call", discount, s0, option.steps, **extra)
 
 
@@ -117,7 +131,7 @@ def _plan(
         mp = heston.pack(model, t, option.steps)
         pp = _payoff_params(option, discount, model.spot, math.log(barrier))
         spec = kernels.KernelSpec("heston", _PAYOFF[type(option)], mp, pp, **key)
-        control = forward if isinstance(option, European | Barrier) else None
+        control = forward if isinstance(option, European | Barrier | Lookback) else None
         return spec, control, False
     if isinstance(model, Market) and isinstance(option, basket.Basket):
         if len(option.weights) != len(model.spots):
@@ -162,10 +176,11 @@ def price(
     ======================  ===================================================================
     ``model``               ``option``
     ======================  ===================================================================
-    :class:`GBM`            European, AsianArithmetic, AsianGeometric, Barrier; American
-                            (Longstaff-Schwartz, :func:`.american.american_lsm`, ``degree``)
+    :class:`GBM`            European, AsianArithmetic, AsianGeometric, Barrier, Lookback;
+                            American (Longstaff-Schwartz, :func:`.american.american_lsm`,
+                            ``degree``)
     :class:`Heston`         European, AsianArithmetic, AsianGeometric, Barrier (no continuity
-                            correction)
+                            correction), Lookback
     :class:`.var.Market`    :class:`.basket.Basket` (correlated GBM)
     ======================  ===================================================================
 
@@ -183,9 +198,10 @@ def price(
     normals of global index ``i`` of ``RandomStreams(seed, stream)``, so the result is bitwise
     the same for any executor, rank count or ``batch`` (blocks per task). Controls (their
     coefficient estimated from the same paths): the discounted terminal level for European,
-    barrier and basket options, the geometric Asian (closed form) for an arithmetic Asian
-    under GBM. Greeks: GBM only (pathwise for European and Asian options; for barriers,
-    whose payoff jumps, central differences on the same paths: spot x exp(+-0.01), vol +-0.01).
+    barrier, lookback and basket options, the geometric Asian (closed form) for an arithmetic
+    Asian under GBM. Greeks: GBM only (pathwise for European, Asian and lookback options; for
+    barriers, whose payoff jumps, central differences on the same paths: spot x exp(+-0.01),
+    vol +-0.01).
     """
     from .american import American, american_lsm
 
@@ -314,8 +330,10 @@ def _price_sobol(
 ) -> PriceResult:
     import numpy as np
 
-    if isinstance(option, Barrier):
-        raise ValueError("sampler='sobol' prices European and Asian options, not barriers")
+    if not isinstance(option, European | AsianArithmetic | AsianGeometric):
+        raise ValueError(
+            f"sampler='sobol' prices European and Asian options, not {type(option).__name__}"
+        )
     if block & (block - 1):
         raise ValueError(f"block={block}: Sobol blocks must be a power of 2")
     if int(replicates) < 2:

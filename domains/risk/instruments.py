@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["GBM", "Heston", "European", "AsianArithmetic", "AsianGeometric", "Barrier", "BGK_BETA"]
+__all__ = [
+    "GBM", "Heston", "European", "AsianArithmetic", "AsianGeometric", "Barrier", "Lookback",
+    "BGK_BETA",
+]  # fmt: skip
 
 BGK_BETA = 0.5825971579390106  # -zeta(1/2) / sqrt(2 pi): Broadie-Glasserman-Kou
 
@@ -167,6 +170,40 @@ class Barrier(_Option):
             return self.barrier
         shift = BGK_BETA * vol * (self.maturity / self.monitoring) ** 0.5
         return self.barrier * math.exp(-shift if self.direction == "up" else shift)
+
+
+@dataclass(frozen=True)
+class Lookback:
+    """Discretely monitored lookback call or put, the extremum taken over ``S(0)`` and the
+    ``monitoring`` equally spaced dates ``T/n, 2T/n, .., T`` (``S(T)`` among them).
+
+    Floating strike (``strike=None``): call ``S(T) - min S``, put ``max S - S(T)``. Fixed
+    strike ``K``: call ``max(max S - K, 0)``, put ``max(K - min S, 0)``. The continuously
+    monitored contract is the limit of many dates; the discrete extremum differs from the
+    continuous one by a factor of about ``exp(-+beta sigma sqrt(T/n))`` (Broadie,
+    Glasserman and Kou; :data:`BGK_BETA`).
+    """
+
+    maturity: float
+    kind: str = "call"
+    strike: float | None = None
+    monitoring: int = 252
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "maturity", _positive("maturity", self.maturity))
+        _kind(self.kind)
+        if self.strike is not None:
+            object.__setattr__(self, "strike", _positive("strike", self.strike))
+        object.__setattr__(self, "monitoring", _whole("monitoring", self.monitoring))
+
+    @property
+    def floating(self) -> bool:
+        """True for a floating strike (no ``strike`` given)."""
+        return self.strike is None
+
+    @property
+    def steps(self) -> int:
+        return self.monitoring
 
 
 @dataclass(frozen=True)

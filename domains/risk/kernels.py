@@ -1,10 +1,11 @@
 """The Monte Carlo block-sum kernel: one template per target, specialised per (model, payoff).
 
 A *model* (:mod:`.gbm`, :mod:`.basket`: correlated GBM, :mod:`.heston`) supplies the path
-step; a *payoff* (:mod:`.payoff_european`, :mod:`.payoff_asian`, :mod:`.payoff_barrier`)
-supplies what is accumulated along the path and the sample's value at maturity. Both are
-templates of :func:`hpc.jit.specialise` with fixed names, bound into the kernel below, so each
-(model, payoff, target) combination is one generated kernel module, cached on disk.
+step; a *payoff* (:mod:`.payoff_european`, :mod:`.payoff_asian`, :mod:`.payoff_barrier`,
+:mod:`.payoff_lookback`) supplies what is accumulated along the path and the sample's value at
+maturity. Both are templates of :func:`hpc.jit.specialise` with fixed names, bound into the
+kernel below, so each (model, payoff, target) combination is one generated kernel module,
+cached on disk.
 
 Template interface (``st``: the path state, ``(rows, lanes)``; ``r``: the first row of a path
 and its antithetic partner at ``r + _HALF``; ``m``/``q``: tuples loaded once per launch from
@@ -65,7 +66,7 @@ class KernelSpec:
     count) and the random stream (``k0, k1, stream``: :attr:`hpc.rng.RandomStreams.key`)."""
 
     model: str  # "gbm", "correlated" or "heston"
-    payoff: str  # "european", "arithmetic", "geometric" or "barrier"
+    payoff: str  # "european", "arithmetic", "geometric", "barrier" or "lookback"
     mp: np.ndarray
     pp: np.ndarray
     k0: int
@@ -211,6 +212,7 @@ def _parts(name: str) -> types.ModuleType:
         "arithmetic": ".payoff_asian",
         "geometric": ".payoff_asian",
         "barrier": ".payoff_barrier",
+        "lookback": ".payoff_lookback",
     }
     if name not in modules:
         raise ValueError(f"no kernel template {name!r}")

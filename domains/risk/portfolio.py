@@ -7,11 +7,14 @@ Layout::
         {"name": "atm call", "type": "european", "strike": 100, "maturity": 1.0, "kind": "call"},
         {"name": "asian", "type": "asian", "strike": 100, "maturity": 1.0, "fixings": 252},
         {"name": "uo call", "type": "barrier", "strike": 100, "maturity": 1.0, "barrier": 130,
-         "direction": "up", "knock": "out", "monitoring": 252, "continuity_correction": true}]}
+         "direction": "up", "knock": "out", "monitoring": 252, "continuity_correction": true},
+        {"name": "lookback", "type": "lookback", "maturity": 1.0, "kind": "put",
+         "monitoring": 252}]}
 
-``type``: european, asian (arithmetic), geometric-asian, barrier, american (Longstaff-Schwartz,
-``exercises`` dates; computed on every rank); other keys are the
-instrument's fields (:mod:`hpc.domains.risk.instruments`).
+``type``: european, asian (arithmetic), geometric-asian, barrier, lookback (floating strike
+without ``strike``, fixed with it), american (Longstaff-Schwartz, ``exercises`` dates;
+computed on every rank); other keys are the instrument's fields
+(:mod:`hpc.domains.risk.instruments`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 from hpc.errors import HPCError
 
 from .american import American
-from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European
+from .instruments import GBM, AsianArithmetic, AsianGeometric, Barrier, European, Lookback
 
 __all__ = ["Portfolio", "load_portfolio", "load_book", "PortfolioError", "TYPES"]
 
@@ -33,6 +36,7 @@ TYPES = {
     "asian": AsianArithmetic,
     "geometric-asian": AsianGeometric,
     "barrier": Barrier,
+    "lookback": Lookback,
     "american": American,
 }
 

@@ -17,10 +17,43 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from hpc.dispatch import DeviceTable
 from hpc.rng import RandomStreams
 from hpc.run import map_blocks
 
 from .instruments import European, _finite, _positive, _whole
+
+SPECIAL = DeviceTable("risk.var")
+"""The special functions of each device: ``SPECIAL.on(backend).erfc(backend, x)`` (SciPy's
+on the CPU; on the GPU a numba.cuda kernel of libdevice's ``erfc``, one thread per value,
+on the backend's arrays)."""
+
+
+@SPECIAL.cpu("erfc")
+def _erfc_cpu(backend: Any, x: Any) -> Any:
+    return special.erfc(x)
+
+
+def _erfc_threads(out, x):  # type: ignore[no-untyped-def]
+    """GPU: ``out[i] = erfc(x[i])``, one thread per value (a template of hpc.jit)."""
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        out[i] = math.erfc(x[i])
+
+
+cuda: Any = None  # placeholder: the generated kernel module imports numba's
+
+
+@SPECIAL.gpu("erfc")
+def _erfc_gpu(backend: Any, x: Any) -> Any:
+    from hpc.jit import specialise
+
+    kernel = specialise("risk_erfc", [_erfc_threads], target="cuda")._erfc_threads
+    flat = backend.xp.ascontiguousarray(x).ravel()
+    out = backend.xp.empty_like(flat)
+    if flat.size:
+        backend.launch(kernel, (flat.size,), out, flat)
+    return out.reshape(x.shape)
 
 
 def _floats(name: str, value: Any) -> np.ndarray:
@@ -122,18 +155,21 @@ class RiskResult:
 
 
 def _bs_value(
-    spot: np.ndarray, option: European, tau: float, rate: float, div: float, vol: float
-) -> np.ndarray:
-    """Black-Scholes-Merton values for an array of spots, ``tau`` years before expiry."""
+    spot: Any, option: European, tau: float, rate: float, div: float, vol: float,
+    xp: Any = np, erfc: Any = special.erfc,
+) -> Any:  # fmt: skip
+    """Black-Scholes-Merton values for an array of spots, ``tau`` years before expiry
+    (``xp``, ``erfc``: the array module of ``spot`` and the complementary error function
+    on its arrays)."""
     k = option.strike
     if tau <= 0.0 or vol == 0.0:
         fwd = spot * math.exp((rate - div) * max(tau, 0.0))
-        intrinsic = np.maximum(fwd - k, 0.0) if option.kind == "call" else np.maximum(k - fwd, 0.0)
+        intrinsic = xp.maximum(fwd - k, 0.0) if option.kind == "call" else xp.maximum(k - fwd, 0.0)
         return math.exp(-rate * max(tau, 0.0)) * intrinsic
     s = vol * math.sqrt(tau)
-    d1 = (np.log(spot / k) + (rate - div + 0.5 * vol * vol) * tau) / s
+    d1 = (xp.log(spot / k) + (rate - div + 0.5 * vol * vol) * tau) / s
     d2 = d1 - s
-    cdf = lambda x: 0.5 * special.erfc(-x / math.sqrt(2.0))  # noqa: E731
+    cdf = lambda x: 0.5 * erfc(-x / math.sqrt(2.0))  # noqa: E731
     df, qf = math.exp(-rate * tau), math.exp(-div * tau)
     if option.kind == "call":
         return spot * qf * cdf(d1) - k * df * cdf(d2)
@@ -141,10 +177,12 @@ def _bs_value(
 
 
 def _revalue(
-    market: Market, positions: list[Position], spots: np.ndarray, elapsed: float
-) -> np.ndarray:
-    """Portfolio value for scenario spots ``(n, d)`` after ``elapsed`` years."""
-    total = np.zeros(spots.shape[0])
+    market: Market, positions: list[Position], spots: Any, elapsed: float, xp: Any = np,
+    erfc: Any = special.erfc,
+) -> Any:  # fmt: skip
+    """Portfolio value for scenario spots ``(n, d)`` after ``elapsed`` years (an array of
+    ``xp``, as ``spots``)."""
+    total = xp.zeros(spots.shape[0])
     for pos in positions:
         s = spots[:, pos.asset]
         if pos.option is None:
@@ -158,6 +196,8 @@ def _revalue(
                 market.rate,
                 market.dividends[pos.asset],
                 market.vols[pos.asset],
+                xp,
+                erfc,
             )
     return total
 
@@ -213,9 +253,18 @@ def monte_carlo_var(
     batch: int | None = None,
     comm: Any = None,
     scheduler: Any = None,
+    backend: Any = None,
 ) -> RiskResult:
     """VaR and ES over ``horizon`` years: correlated GBM scenarios of the spots, every position
     revalued in closed form (collective for ``executor="mpi"``).
+
+    ``backend`` (as in :func:`.engine.price`: ``"cpu"``, ``"gpu"``, a
+    :class:`hpc.backend.Backend`; default ``HPC_BACKEND``) is where the scenario blocks
+    run: the same array code on the backend's module (NumPy or CuPy), the normals drawn on
+    the device (:meth:`hpc.rng.RandomStreams.normals`), the normal CDF's ``erfc`` from
+    :data:`SPECIAL`; only each block's tail comes back to the host. The GPU's VaR equals the
+    CPU's to rounding (CuPy's exp/log and libdevice's erfc against NumPy's and SciPy's),
+    each bitwise reproducible on its own.
 
     Scenario ``i`` uses the normals of index ``i`` of ``RandomStreams(seed)``. Scenarios run in
     fixed blocks over the executor's workers (``"local"``, ``"mpi"``, ``"dask"``, as
@@ -232,9 +281,13 @@ def monte_carlo_var(
     k = max(kv, ke)
     block = min(n, max(1 << 16, 4 * k))
     nblocks = math.ceil(n / block)
+    from hpc.backend import get_backend
+
+    be = get_backend(backend)
     now = float(_revalue(market, positions, market.spots[None, :], 0.0)[0])
     fn = partial(
         _block_tails,
+        backend=be,
         n=n,
         block=block,
         k=k,
@@ -260,21 +313,28 @@ def _block_tails(
     horizon: float,
     seed: int,
     now: float,
+    backend: Any = None,
 ) -> np.ndarray:
     """Rows of the ``k`` smallest P&Ls of scenario blocks ``first .. first + count - 1``,
-    sorted, padded with ``+inf`` where a block holds fewer than ``k``."""
+    sorted, padded with ``+inf`` where a block holds fewer than ``k`` (host rows; the
+    scenarios live on ``backend``'s device)."""
+    from hpc.backend import get_backend, to_host
+
+    be = get_backend(backend)
+    xp, erfc = be.xp, partial(SPECIAL.on(be).erfc, be)
     rows = np.full((count, k), np.inf)
-    drift = (market.rate - market.dividends - 0.5 * market.vols**2) * horizon
-    loading = market.loading.T
+    spots0, vols = xp.asarray(market.spots), xp.asarray(market.vols)
+    drift = xp.asarray((market.rate - market.dividends - 0.5 * market.vols**2) * horizon)
+    loading = xp.asarray(market.loading.T)
     streams = RandomStreams(seed)
     for r in range(count):
         lo = (first + r) * block
         hi = min(n, lo + block)
-        z = streams.normals(lo, hi - lo, len(market.spots)) @ loading
-        spots = market.spots * np.exp(drift + market.vols * math.sqrt(horizon) * z)
-        pnl = _revalue(market, positions, spots, horizon) - now
+        z = streams.normals(lo, hi - lo, len(market.spots), backend=be) @ loading
+        spots = spots0 * xp.exp(drift + vols * math.sqrt(horizon) * z)
+        pnl = _revalue(market, positions, spots, horizon, xp, erfc) - now
         m = min(k, len(pnl))
-        rows[r, :m] = np.sort(np.partition(pnl, m - 1)[:m])
+        rows[r, :m] = to_host(xp.sort(xp.partition(pnl, m - 1)[:m]))
     return rows
 
 
@@ -288,7 +348,11 @@ def historical_var(
 ) -> RiskResult:
     """VaR and ES from historical log returns ``(n, d)`` (one row per day, one column per
     asset; e.g. ``np.column_stack`` of an hpc.io table's columns): each row shocks today's
-    spots, positions are revalued ``horizon`` years later."""
+    spots, positions are revalued ``horizon`` years later.
+
+    No ``backend``: the sample is the history (thousands of days, one vectorised pass on the
+    host), too small for a device to pay for the transfer.
+    """
     _check(market, positions, horizon, var_level, es_level)
     r = np.asarray(returns, dtype=np.float64)
     if r.ndim != 2 or r.shape[1] != len(market.spots):

@@ -31,7 +31,16 @@ def main() -> int:
         # libdevice (here: Python's math) against hpc.vmath: rounding only
         assert np.allclose(gpu, cpu, rtol=1e-12, atol=1e-13), (kind, gpu - cpu)
     # every other (model, payoff) kernel: barriers, Heston, the correlated basket
-    from hpc.domains.risk import GBM, AsianArithmetic, Barrier, Basket, European, Heston, Market
+    from hpc.domains.risk import (
+        GBM,
+        AsianArithmetic,
+        Barrier,
+        Basket,
+        European,
+        Heston,
+        Lookback,
+        Market,
+    )
     from hpc.domains.risk.engine import _plan
 
     gbm = GBM(spot=90.0, vol=0.3, rate=0.02, dividend=0.01)
@@ -44,11 +53,26 @@ def main() -> int:
         (heston, European(95.0, 0.9, "put"), True),
         (heston, AsianArithmetic(95.0, 0.9, "call", 3), False),
         (market, Basket([0.5, 0.5], 70.0, 0.9, "call"), True),
+        (gbm, Lookback(0.9, "call", monitoring=5), True),
+        (gbm, Lookback(0.9, "put", 100.0, monitoring=4), False),
+        (heston, Lookback(0.9, "put", monitoring=3), True),
     ):
         spec = _plan(model, option, 3, 2, antithetic)[0]
         cpu = kernels.block_sums(7, 3, 40, spec)
         gpu = kernels._gpu_block_sums(7, 3, 40, spec, xp=np)
         assert np.allclose(gpu, cpu, rtol=1e-11, atol=1e-12), (model, option, gpu - cpu)
+    # VaR's scenario blocks on a GPU backend (the simulator's arrays are NumPy's): the device
+    # normals and the erfc kernel give the CPU's tails to rounding
+    from hpc.domains.risk.var import Position, monte_carlo_var
+
+    from hpc.backend import Backend
+
+    book = [Position(0, -4.0, European(95.0, 0.3, "put")), Position(1, 2.0, European(60.0, 1.0))]
+    kw = dict(horizon=5 / 250, scenarios=3001, seed=4, var_level=0.99, es_level=0.95)
+    cpu = monte_carlo_var(market, book, **kw, backend="cpu")
+    gpu = monte_carlo_var(market, book, **kw, backend=Backend("gpu", np))
+    assert math.isclose(gpu.var, cpu.var, rel_tol=1e-12), (gpu, cpu)
+    assert math.isclose(gpu.es, cpu.es, rel_tol=1e-12), (gpu, cpu)
     print("cudasim: GPU path kernels equal the CPU kernels")
     return 0
 

@@ -206,3 +206,35 @@ def test_blockwise_tails_equal_the_tail_of_all_scenarios_at_once():
     var, es = tail_risk(value - res.value, 0.99, 0.95)
     assert res.var == pytest.approx(var, rel=1e-10)
     assert res.es == pytest.approx(es, rel=1e-10)
+
+
+def test_the_backend_is_chosen_once_and_the_cpu_result_does_not_depend_on_naming_it():
+    """``monte_carlo_var(backend=...)``: the scenario blocks run on the backend's array
+    module; the device's special functions come from one table (``var.SPECIAL``)."""
+    from hpc.domains.risk import var
+
+    from hpc.backend import get_backend
+
+    assert var.SPECIAL.on("cpu").erfc is var._erfc_cpu
+    assert var.SPECIAL.on("gpu").erfc is var._erfc_gpu
+    market = Market([100.0, 40.0], [0.3, 0.2], [[1.0, 0.5], [0.5, 1.0]], rate=0.02)
+    book = [Position(0, -4.0, European(95.0, 0.3, "put")), Position(1, 2.0)]
+    kw = dict(horizon=5 / 250, scenarios=70_001, seed=12)
+    ref = monte_carlo_var(market, book, **kw)
+    for backend in ("cpu", get_backend("cpu")):
+        got = monte_carlo_var(market, book, **kw, backend=backend, batch=1)
+        assert (got.var, got.es, got.value) == (ref.var, ref.es, ref.value)
+
+
+@pytest.mark.gpu
+def test_gpu_var_equals_the_cpu_var_on_the_same_scenarios():
+    market = Market([100.0, 40.0], [0.3, 0.2], [[1.0, 0.5], [0.5, 1.0]], rate=0.02)
+    book = [Position(0, -4.0, European(95.0, 0.3, "put")), Position(1, 2.0, European(40, 1.0))]
+    kw = dict(horizon=10 / 250, scenarios=1_000_003, seed=5)
+    gpu = monte_carlo_var(market, book, **kw, backend="gpu")
+    cpu = monte_carlo_var(market, book, **kw, backend="cpu")
+    # the same normals (hpc.rng on the device); CuPy's exp/log/erfc against NumPy's, SciPy's
+    assert gpu.var == pytest.approx(cpu.var, rel=1e-10)
+    assert gpu.es == pytest.approx(cpu.es, rel=1e-10)
+    again = monte_carlo_var(market, book, **kw, backend="gpu", batch=3)
+    assert (again.var, again.es) == (gpu.var, gpu.es)
