@@ -20,7 +20,7 @@ from hpc.comm import resolve_comm
 from .binder.select import bind
 from .catalog import Catalog
 from .logical import plan as P
-from .optimizer.distribute import distribute
+from .optimizer.distribute import BROADCAST_ROWS, distribute
 from .optimizer.prune import prune_columns
 from .optimizer.pushdown import push_filters
 from .table import Table
@@ -34,17 +34,19 @@ def logical_plan(sql: str, catalog: Catalog) -> P.Node:
     return prune_columns(push_filters(plan))
 
 
-def physical_plan(sql: str, catalog: Catalog, ranks: int) -> P.Node:
+def physical_plan(sql: str, catalog: Catalog, ranks: int,
+                  broadcast_rows: int = BROADCAST_ROWS) -> P.Node:
     """The plan with the exchanges ``ranks`` ranks need."""
-    return distribute(logical_plan(sql, catalog), catalog.num_rows, ranks)
+    return distribute(logical_plan(sql, catalog), catalog.num_rows, ranks, broadcast_rows)
 
 
-def run(sql: str, catalog: Catalog, comm: Any = None) -> Table:
+def run(sql: str, catalog: Catalog, comm: Any = None,
+        broadcast_rows: int = BROADCAST_ROWS) -> Table:
     """Collective. Answer ``sql``: the result on rank 0, no rows elsewhere."""
     from .physical.executor import Executor
 
     comm = resolve_comm(comm)
-    plan = physical_plan(sql, catalog, comm.Get_size())
+    plan = physical_plan(sql, catalog, comm.Get_size(), broadcast_rows)
     return Executor(catalog, comm).run(plan)
 
 

@@ -314,6 +314,9 @@ class Table:
                 arrays[name] = pa.array(c.values.astype(np.int32), type=pa.int32(), mask=mask).cast(
                     pa.date32()
                 )
+            elif c.kind == "timestamp":  # int64 microseconds since 1970
+                arrays[name] = pa.array(c.values.astype(np.int64), type=pa.int64(),
+                                        mask=mask).cast(pa.timestamp("us"))
             else:
                 arrays[name] = pa.array(c.values, mask=mask)
         return pa.table(arrays)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
@@ -516,19 +517,24 @@ def _query_of(node: exp.Expression) -> exp.Expression:
     return node
 
 
+_NEGATED = {"eq": "ne", "ne": "eq", "lt": "ge", "le": "gt", "gt": "le", "ge": "lt"}
+
+
 @_handles(*_COMPARE)
 def _comparison(b: _Binder, node: exp.Binary) -> Expr:
     op, name = _COMPARE[type(node)]
     right = node.expression
     if isinstance(right, exp.Any | exp.All):
         query = _query_of(right.this)
-        quantified = isinstance(right, exp.Any) and name == "eq" or (
-            isinstance(right, exp.All) and name == "ne")
-        if not isinstance(query, exp.Query) or not quantified:
-            raise UnsupportedSQL(f"{describe(node)}: only = ANY (subquery) and "
-                                 "<> ALL (subquery) are supported")
-        found = b.scope.plan_subquery("in", query, b.bind(node.this), node)
-        return found if name == "eq" else Call("not", (found,), BOOLEAN)
+        if not isinstance(query, exp.Query) or name not in _NEGATED:
+            raise UnsupportedSQL(f"{describe(node)}: ANY and ALL need a subquery and one of "
+                                 "= <> < <= > >=")
+        x = b.bind(node.this)
+        if isinstance(right, exp.Any):  # TRUE where some comparison is
+            return b.scope.plan_subquery(f"any:{name}", query, x, node)
+        # x op ALL (q) = NOT (x negated-op ANY (q)), NULLs included
+        found = b.scope.plan_subquery(f"any:{_NEGATED[name]}", query, x, node)
+        return Call("not", (found,), BOOLEAN)
     return _compare(name, op, b.bind(node.this), b.bind(right), node)
 
 
@@ -577,8 +583,11 @@ def _is(b: _Binder, node: exp.Is) -> Expr:
 
 @_handles(exp.In)
 def _in(b: _Binder, node: exp.In) -> Expr:
-    x = b.bind(node.this)
     query = node.args.get("query")
+    if query is not None and isinstance(node.this, exp.Tuple):  # (a, b) IN (SELECT x, y)
+        xs = tuple(b.bind(e) for e in node.this.expressions)
+        return b.scope.plan_subquery("in", _query_of(query), xs, node)  # type: ignore[arg-type]
+    x = b.bind(node.this)
     if query is not None:
         return b.scope.plan_subquery("in", _query_of(query), x, node)
     values = node.expressions
@@ -1181,3 +1190,14 @@ def _exists(b: _Binder, node: exp.Exists) -> Expr:
 @_handles(exp.Window)
 def _window(b: _Binder, node: exp.Window) -> Expr:
     raise UnsupportedSQL(f"window function {describe(node)} is not supported")
+
+
+@_handles(exp.Filter)
+def _aggregate_filter(b: _Binder, node: exp.Filter) -> Expr:
+    """``agg(...) FILTER (WHERE condition)``: only the rows where the condition is TRUE."""
+    agg = b.bind(node.this)
+    if not isinstance(agg, Aggregate):
+        raise UnsupportedSQL(f"{describe(node)}: FILTER applies to an aggregate")
+    where = node.expression.this if isinstance(node.expression, exp.Where) else node.expression
+    condition = _boolean(_Binder(b.scope, aggregates=False).bind(where), "FILTER", node)
+    return replace(agg, filter=condition)

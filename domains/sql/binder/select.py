@@ -22,7 +22,7 @@ from hpc.domains.sql.logical.types import BIGINT, BOOLEAN, SQLType
 from sqlglot import exp, parse_one
 from sqlglot.errors import OptimizeError, ParseError
 
-from .expressions import bind_expression
+from .expressions import bind_expression, unify
 from .scope import Names, Scope
 
 __all__ = ["bind", "parse"]
@@ -103,7 +103,7 @@ def semi_joins(plan: P.Node) -> P.Node:
         if node.mark in wanted:
             done.add(node.mark)
             return P.Join(wanted[node.mark], left, node.right, node.condition,
-                          null_aware=node.null_aware and wanted[node.mark] == "anti")
+                          null_aware=node.null_aware if wanted[node.mark] == "anti" else 0)
         return node.with_inputs((left, node.right))
 
     below = rewrite(plan.input)
@@ -347,6 +347,9 @@ class _SelectBinder:
                     raise SQLError(f"ORDER BY {i}: the SELECT list has "
                                    f"{len(self.select.expressions)} columns{position(term)}")
                 bound = self._bind(self.select.expressions[i - 1])
+            elif isinstance(term, exp.Column) and not term.table and \
+                    term.name in self.scope.aliases:  # an output name wins over a column
+                bound = self.scope.aliases[term.name]
             else:
                 bound = self._bind(term)
             descending = bool(o.args.get("desc"))
@@ -417,7 +420,7 @@ class _SelectBinder:
     def _scalar_type(self, query: exp.Expression) -> SQLType:
         """A scalar subquery's type (bound once more when its join is planned)."""
         inner = Scope({}, self.binder.names, outer=self.scope)
-        sub = _Subquery.bind(self.binder, query, inner, self.ctes)
+        sub = _Subquery.bind(self.binder, query, inner, self.ctes, self.node)
         if len(sub.fields) != 1:
             raise SQLError(f"a scalar subquery returns {len(sub.fields)} columns, "
                            f"expected 1{position(query)}")
@@ -442,7 +445,7 @@ class _SelectBinder:
     def _join_subquery(self, kind: str, query: exp.Expression, operand: E.Expr | None,
                        node: exp.Expression) -> E.Expr:
         inner = Scope({}, self.binder.names, outer=self.scope)
-        sub = _Subquery.bind(self.binder, query, inner, self.ctes)
+        sub = _Subquery.bind(self.binder, query, inner, self.ctes, self.node)
         if kind == "scalar":
             if len(sub.fields) != 1:
                 raise SQLError(f"a scalar subquery returns {len(sub.fields)} columns, "
@@ -452,17 +455,19 @@ class _SelectBinder:
             return E.Ref(value.name, value.type)
         mark = self.binder.names.fresh("mark")
         condition = list(sub.correlation)
-        null_aware = False
-        if kind == "in":
-            if len(sub.fields) != 1:
-                raise SQLError(f"IN (subquery) needs one column, got {len(sub.fields)}"
-                               f"{position(node)}")
-            assert operand is not None
-            condition.append(_equality(operand, E.Ref(sub.fields[0].name,
-                                                      sub.fields[0].type), node))
-            null_aware = True
+        compared = 0
+        if kind == "in" or kind.startswith("any:"):  # x IN (q), x op ANY (q), (a, b) IN (q)
+            op = "eq" if kind == "in" else kind[4:]
+            operands = operand if isinstance(operand, tuple) else (operand,)
+            if len(sub.fields) != len(operands):
+                raise SQLError(f"the subquery returns {len(sub.fields)} columns for "
+                               f"{len(operands)} values compared{position(node)}")
+            for x, f in zip(operands, sub.fields, strict=True):
+                assert x is not None
+                condition.append(_comparison(op, x, E.Ref(f.name, f.type), node))
+            compared = len(operands)
         self.node = P.Join("mark", self.node, sub.node, E.conjoin(condition), mark=mark,
-                           null_aware=null_aware)
+                           null_aware=compared)
         return E.Ref(mark, BOOLEAN)
 
 
@@ -491,7 +496,8 @@ class _Subquery:
 
     @classmethod
     def bind(cls, binder: _Binder, query: exp.Expression, scope: Scope,
-             ctes: dict[str, exp.Expression]) -> _Subquery:
+             ctes: dict[str, exp.Expression], outer: P.Node) -> _Subquery:
+        """The subquery ``query`` nested in ``scope``, whose outer rows are ``outer``."""
         if isinstance(query, exp.Subquery):
             query = query.this
         sb = _SelectBinder(binder, query, scope.outer, ctes) if isinstance(
@@ -502,7 +508,7 @@ class _Subquery:
         node, fields, _ = sb.bind()
         if not sb.scope.correlated:
             return cls(_project(node, fields), fields, [])
-        return _decorrelate(sb, node, fields)
+        return _decorrelate(sb, node, fields, outer)
 
     def join_single(self, outer: P.Node, where: exp.Expression) -> P.Node:
         """``outer`` joined with this scalar subquery's one value per row."""
@@ -518,13 +524,17 @@ class _Subquery:
         return node
 
 
-def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field]) -> _Subquery:
+def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field],
+                 outer_rows: P.Node) -> _Subquery:
     """Pull a correlated subquery's outer references up into join conditions.
 
     Two shapes: a plain SELECT (no aggregates, LIMIT or DISTINCT) whose outer references sit
     in WHERE conjuncts, which move into the join condition as they are; and an aggregate
-    SELECT without GROUP BY whose outer references are equalities ``inner = outer`` in its
-    WHERE, which is grouped by the inner columns and joined on them.
+    SELECT without GROUP BY whose outer references sit in WHERE conjuncts. An aggregate
+    correlated by equalities ``inner = outer`` is grouped by the inner columns and joined on
+    them; otherwise it is computed for every distinct value of the outer columns it reads
+    (those of ``outer_rows``, the plan it is joined to), joined to its rows by the moved
+    conditions, and grouped by them.
     """
     outer = {f.name for f in sb.scope.correlated.values()}
     plan = node
@@ -562,18 +572,9 @@ def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field]) -> _Sub
     if aggregate.keys:
         raise UnsupportedSQL("a correlated subquery with GROUP BY is not supported yet"
                              f"{position(sb.select)}")
-    pairs = []
-    for t in moved:  # inner = outer equalities only
-        if not (isinstance(t, E.Call) and t.name == "eq" and len(t.args) == 2):
-            raise UnsupportedSQL(f"a correlated aggregate subquery needs equalities with "
-                                 f"outer columns, got {t}{position(sb.select)}")
-        a, b = t.args
-        if E.refs(a) & outer and not E.refs(b) & outer:
-            a, b = b, a
-        if E.refs(a) & outer or not E.refs(b) <= outer:
-            raise UnsupportedSQL(f"a correlated aggregate subquery needs inner = outer "
-                                 f"equalities, got {t}{position(sb.select)}")
-        pairs.append((a, b))
+    pairs = _inner_outer_pairs(moved, outer)
+    if pairs is None:
+        return _over_domain(sb, base, aggregate, chain, moved, outer, outer_rows, fields)
     names = sb.binder.names
     keys = tuple((a.name if isinstance(a, E.Ref) else names.fresh("corr"), a) for a, _ in pairs)
     grouped: P.Node = P.Aggregate(base, keys, aggregate.aggregates)
@@ -586,6 +587,58 @@ def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field]) -> _Sub
             grouped = n.with_inputs((grouped,))
     condition = [E.Call("eq", (E.Ref(k, e.type), b), BOOLEAN) for (k, e), (_, b)
                  in zip(keys, pairs, strict=True)]
+    counts = [P.Field(f.name, f.type) for f in fields
+              if _is_count_of(grouped, f.name, aggregate)]
+    return _Subquery(grouped, fields, condition, counts)
+
+
+def _inner_outer_pairs(moved: list[E.Expr],
+                       outer: set[str]) -> list[tuple[E.Expr, E.Expr]] | None:
+    """``(inner, outer)`` sides of the moved conjuncts when each is ``inner = outer``."""
+    pairs = []
+    for t in moved:
+        if not (isinstance(t, E.Call) and t.name == "eq"):
+            return None
+        a, b = t.args
+        if E.refs(a) & outer and not E.refs(b) & outer:
+            a, b = b, a
+        if E.refs(a) & outer or not E.refs(b) <= outer:
+            return None
+        pairs.append((a, b))
+    return pairs
+
+
+def _over_domain(sb: _SelectBinder, base: P.Node, aggregate: P.Aggregate,
+                 chain: list[P.Node], moved: list[E.Expr], outer: set[str],
+                 outer_rows: P.Node, fields: list[P.Field]) -> _Subquery:
+    """An aggregate subquery computed once per distinct value of the outer columns it reads:
+    the inner rows joined to those values by the moved conditions, grouped by them."""
+    have = {f.name: f for f in outer_rows.schema}
+    if not outer <= set(have):
+        raise UnsupportedSQL("a subquery correlated with a query two levels out is not "
+                             f"supported yet{position(sb.select)}")
+    names = sb.binder.names
+    cols = sorted(outer)
+    fresh = {c: names.fresh(f"domain.{c}") for c in cols}
+    domain = P.Distinct(P.Project(outer_rows, tuple((fresh[c], E.Ref(c, have[c].type))
+                                                    for c in cols)))
+
+    def put(e: E.Expr) -> E.Expr | None:
+        return E.Ref(fresh[e.name], e.type) if isinstance(e, E.Ref) and e.name in fresh \
+            else None
+
+    joined = P.Join("inner", base, domain, E.conjoin([E.transform(t, put) for t in moved]))
+    keys = tuple((fresh[c], E.Ref(fresh[c], have[c].type)) for c in cols)
+    grouped: P.Node = P.Aggregate(joined, keys, aggregate.aggregates)
+    for n in reversed(chain):
+        if isinstance(n, P.Project):
+            grouped = P.Project(grouped, n.exprs + keys)
+        else:
+            grouped = n.with_inputs((grouped,))
+    # a NULL outer value meets no inner row through these conditions: the join's NULL is
+    # the aggregate of no rows, as for a missing group
+    condition = [E.Call("eq", (E.Ref(fresh[c], have[c].type), E.Ref(c, have[c].type)),
+                        BOOLEAN) for c in cols]
     counts = [P.Field(f.name, f.type) for f in fields
               if _is_count_of(grouped, f.name, aggregate)]
     return _Subquery(grouped, fields, condition, counts)
@@ -644,15 +697,10 @@ def _replace_keys(e: E.Expr, keys: list[tuple[str, E.Expr]]) -> E.Expr:
                                                                   strict=True)) else e
 
 
-def _equality(a: E.Expr, b: E.Expr, node: exp.Expression) -> E.Expr:
-    from hpc.domains.sql.logical.types import common_type
-
-    t = common_type(a.type, b.type)
-    if t is None:
-        raise SQLError(f"cannot compare {a.type} with {b.type}{position(node)}")
-    a = a if a.type == t else E.Call("cast", (a,), t)
-    b = b if b.type == t else E.Call("cast", (b,), t)
-    return E.Call("eq", (a, b), BOOLEAN)
+def _comparison(op: str, a: E.Expr, b: E.Expr, node: exp.Expression) -> E.Expr:
+    """``a op b`` with both sides converted to their common type."""
+    _, (a, b) = unify([a, b], f"comparison {op}", node)
+    return E.Call(op, (a, b), BOOLEAN)
 
 
 def _check_boolean(e: E.Expr, node: exp.Expression) -> None:

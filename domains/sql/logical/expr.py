@@ -154,7 +154,8 @@ class SortKey:
 class Aggregate(Expr):
     """Aggregate ``name`` (one of :data:`AGGREGATES`) of ``args`` over a group; ``distinct``
     for ``COUNT(DISTINCT x)`` and the like; ``order``: STRING_AGG's ORDER BY; ``params``:
-    constant arguments (QUANTILE_CONT's fraction, STRING_AGG's separator)."""
+    constant arguments (QUANTILE_CONT's fraction, STRING_AGG's separator); ``filter``: the
+    ``FILTER (WHERE ...)`` condition, only rows where it is TRUE count."""
 
     name: str
     args: tuple[Expr, ...]
@@ -162,6 +163,7 @@ class Aggregate(Expr):
     distinct: bool = False
     order: tuple[SortKey, ...] = ()
     params: tuple[Any, ...] = field(default=())
+    filter: Expr | None = None
 
     def __post_init__(self) -> None:
         if self.name not in AGGREGATES:
@@ -169,13 +171,15 @@ class Aggregate(Expr):
 
     @property
     def children(self) -> tuple[Expr, ...]:
-        return self.args + tuple(k.expr for k in self.order)
+        own = self.args + tuple(k.expr for k in self.order)
+        return own + ((self.filter,) if self.filter is not None else ())
 
     def with_children(self, children: tuple[Expr, ...]) -> Expr:
         c = tuple(children)
-        n = len(self.args)
-        order = tuple(replace(k, expr=e) for k, e in zip(self.order, c[n:], strict=True))
-        return replace(self, args=c[:n], order=order)
+        n, m = len(self.args), len(self.args) + len(self.order)
+        order = tuple(replace(k, expr=e) for k, e in zip(self.order, c[n:m], strict=True))
+        return replace(self, args=c[:n], order=order,
+                       filter=c[m] if self.filter is not None else None)
 
     def __str__(self) -> str:
         inner = ", ".join(map(str, self.args)) or "*"
@@ -185,7 +189,8 @@ class Aggregate(Expr):
             inner += ", " + ", ".join(map(repr, self.params))
         if self.order:
             inner += " ORDER BY " + ", ".join(map(str, self.order))
-        return f"{self.name}({inner})"
+        where = f" FILTER (WHERE {self.filter})" if self.filter is not None else ""
+        return f"{self.name}({inner}){where}"
 
 
 TRUE = Literal(True, BOOLEAN)

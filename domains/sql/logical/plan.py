@@ -137,11 +137,14 @@ class Join(Node):
     """A join of ``left`` and ``right`` on ``condition`` (None: every pair, a cross join).
 
     Kinds: ``inner``, ``left``, ``right``, ``full`` (outer joins pad with NULLs); ``semi`` /
-    ``anti``: the left rows with / without a match (``null_aware``: NOT IN's anti join, where a
-    NULL comparison counts as a possible match); ``mark``: every left row plus the boolean
-    column ``mark``, TRUE with a match, NULL when only NULL comparisons could match
-    (``null_aware``), else FALSE; ``single``: a left join that fails when a left row
-    matches more than one right row (a scalar subquery).
+    ``anti``: the left rows with / without a match; ``mark``: every left row plus the boolean
+    column ``mark``, TRUE with a match, else FALSE (NULL where the join is null-aware and a
+    comparison was NULL); ``single``: a left join that fails when a left row matches more
+    than one right row (a scalar subquery).
+
+    ``null_aware``: the number of trailing conjuncts of ``condition`` that are a quantified
+    comparison (IN, NOT IN, ``op ANY``/``ALL``), judged with SQL's NULLs: a left row with no
+    TRUE comparison but a NULL one is NULL (so an anti join drops it); 0 for a plain join.
     """
 
     kind: str
@@ -149,7 +152,7 @@ class Join(Node):
     right: Node
     condition: Expr | None = None
     mark: str | None = None
-    null_aware: bool = False
+    null_aware: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in JOIN_KINDS:

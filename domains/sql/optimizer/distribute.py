@@ -76,26 +76,29 @@ def equi_keys(join: P.Join) -> tuple[list[E.Expr], list[E.Expr], list[E.Expr]]:
     return lk, rk, rest
 
 
-def distribute(plan: P.Node, rows_of: Callable[[str], int], ranks: int) -> P.Node:
-    """``plan`` with the Exchange nodes ``ranks`` ranks need (none for one rank)."""
+def distribute(plan: P.Node, rows_of: Callable[[str], int], ranks: int,
+               broadcast_rows: int = BROADCAST_ROWS) -> P.Node:
+    """``plan`` with the Exchange nodes ``ranks`` ranks need (none for one rank); a join side
+    estimated at most ``broadcast_rows`` rows is broadcast (0: only where a join needs it)."""
     if ranks == 1:
         return plan
-    return _place(plan, rows_of)[0]
+    return _place(plan, rows_of, broadcast_rows)[0]
 
 
 def _gather(node: P.Node, placement: str) -> P.Node:
     return node if placement == "root" else P.Exchange(node, "gather")
 
 
-def _place(node: P.Node, rows_of: Callable[[str], int]) -> tuple[P.Node, str]:
+def _place(node: P.Node, rows_of: Callable[[str], int],
+           limit: int) -> tuple[P.Node, str]:
     """``node`` with its exchanges, and where its rows are."""
     if isinstance(node, P.Scan):
         return node, "spread"
     if isinstance(node, P.Values):
         return node, "root"
     if isinstance(node, P.Join):
-        return _place_join(node, rows_of)
-    child, where = _place(node.inputs[0], rows_of)
+        return _place_join(node, rows_of, limit)
+    child, where = _place(node.inputs[0], rows_of, limit)
     if isinstance(node, P.Filter | P.Project):
         return node.with_inputs((child,)), where
     if isinstance(node, P.Aggregate):
@@ -128,9 +131,10 @@ def _place(node: P.Node, rows_of: Callable[[str], int]) -> tuple[P.Node, str]:
     raise TypeError(f"distribute: unknown node {type(node).__name__}")
 
 
-def _place_join(node: P.Join, rows_of: Callable[[str], int]) -> tuple[P.Node, str]:
-    left, lwhere = _place(node.left, rows_of)
-    right, rwhere = _place(node.right, rows_of)
+def _place_join(node: P.Join, rows_of: Callable[[str], int],
+                limit: int) -> tuple[P.Node, str]:
+    left, lwhere = _place(node.left, rows_of, limit)
+    right, rwhere = _place(node.right, rows_of, limit)
     if lwhere == "root" and rwhere == "root":
         return node.with_inputs((left, right)), "root"
     lk, rk, _ = equi_keys(node)
@@ -138,8 +142,8 @@ def _place_join(node: P.Join, rows_of: Callable[[str], int]) -> tuple[P.Node, st
     kind = node.kind
     if kind == "full" and not lk:  # no key to meet on: everything on rank 0
         return node.with_inputs((_gather(left, lwhere), _gather(right, rwhere))), "root"
-    small_right = rrows <= BROADCAST_ROWS or rrows * 4 <= lrows
-    small_left = lrows <= BROADCAST_ROWS or lrows * 4 <= rrows
+    small_right = limit > 0 and (rrows <= limit or rrows * 4 <= lrows)
+    small_left = limit > 0 and (lrows <= limit or lrows * 4 <= rrows)
     if kind != "full" and (node.null_aware or not lk) and kind != "right":
         return node.with_inputs((left, P.Exchange(right, "broadcast"))), lwhere
     if kind == "right" and (not lk or small_left):

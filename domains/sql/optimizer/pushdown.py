@@ -20,6 +20,45 @@ def push_filters(plan: P.Node) -> P.Node:
     return _push(plan, [])
 
 
+def _disjuncts(e: E.Expr) -> list[E.Expr]:
+    if isinstance(e, E.Call) and e.name == "or":
+        return [t for a in e.args for t in _disjuncts(a)]
+    return [e]
+
+
+def _disjoin(terms: list[E.Expr]) -> E.Expr:
+    return terms[0] if len(terms) == 1 else E.Call("or", tuple(terms), terms[0].type)
+
+
+def factor_or(term: E.Expr) -> list[E.Expr]:
+    """``(a AND b) OR (a AND c)`` as ``a AND (b OR c)`` (a join key inside every branch of
+    an OR becomes a join condition), plus the weaker filters the OR implies for each set of
+    columns every branch constrains on its own (one per table, for the scans)."""
+    branches = [E.conjuncts(b) for b in _disjuncts(term)]
+    if len(branches) < 2:
+        return [term]
+    common = [t for t in branches[0] if all(t in b for b in branches[1:])]
+    rest = [[t for t in b if t not in common] for b in branches]
+    if any(not r for r in rest):  # a branch is the common part alone: the OR adds nothing
+        return common
+    out = common + [_disjoin([E.conjoin(r) for r in rest])]  # type: ignore[misc]
+    # implied filters: per group of columns read together (a table's, when the names are
+    # "alias.column"), the OR of each branch's terms on that group alone
+    groups = sorted({_table_of(t) for r in rest for t in r} - {None})  # type: ignore[type-var]
+    if len(groups) > 1:
+        for g in groups:
+            parts = [[t for t in r if _table_of(t) == g] for r in rest]
+            if all(parts):
+                out.append(_disjoin([E.conjoin(p) for p in parts]))  # type: ignore[misc]
+    return out
+
+
+def _table_of(term: E.Expr) -> str | None:
+    """The one table alias a term's columns share (by their ``alias.column`` names)."""
+    tables = {n.split(".", 1)[0] for n in E.refs(term) if "." in n}
+    return tables.pop() if len(tables) == 1 else None
+
+
 def _names(node: P.Node) -> set[str]:
     return {f.name for f in node.schema}
 
@@ -33,7 +72,8 @@ def _push(node: P.Node, terms: list[E.Expr]) -> P.Node:
     """``node`` rebuilt with ``terms`` (conjuncts over its columns) applied as low as they
     may go."""
     if isinstance(node, P.Filter):
-        return _push(node.input, terms + E.conjuncts(node.condition))
+        own = [t for c in E.conjuncts(node.condition) for t in factor_or(c)]
+        return _push(node.input, terms + own)
     if isinstance(node, P.Join):
         return _push_join(node, terms)
     if isinstance(node, P.Project):
@@ -91,7 +131,9 @@ def _push_join(node: P.Join, terms: list[E.Expr]) -> P.Node:
     to_right: list[E.Expr] = []
     for t in own:
         r = E.refs(t)
-        if r and r <= right and kind in ("inner", "left", "semi", "anti", "mark", "single"):
+        if node.null_aware:
+            keep.append(t)  # a quantified comparison must see the NULLs it compares with
+        elif r and r <= right and kind in ("inner", "left", "semi", "anti", "mark", "single"):
             to_right.append(t)  # the right side's rows that cannot match anyway
         elif r and r <= left and kind in ("inner", "right"):
             to_left.append(t)

@@ -9,6 +9,7 @@ seconds on this rank are recorded for EXPLAIN ANALYZE.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -138,12 +139,19 @@ class Executor:
         left, right = self.side(node.left), self.side(node.right)
         lk, rk, rest = equi_keys(node)
         nulls = (False, False)
-        if node.null_aware and len(lk) > 1:  # NOT IN with correlation: its equality is
-            rest = rest + [E.Call("eq", (lk[-1], rk[-1]), E.TRUE.type)]  # a residual
-            lk, rk = lk[:-1], rk[:-1]
+        if node.null_aware:  # the quantified comparisons: keys only where NULLs allow
+            terms = E.conjuncts(node.condition)
+            compared = terms[len(terms) - node.null_aware:]
+            plain = replace(node, condition=E.conjoin(terms[: len(terms) - node.null_aware]))
+            lk, rk, rest = equi_keys(plain) if plain.condition is not None else ([], [], [])
+            single = equi_keys(replace(node, condition=compared[0]))
+            if not lk and not rest and len(compared) == 1 and single[0]:
+                lk, rk = single[0], single[1]  # x [NOT] IN (q): hashed, NULLs judged below
+            else:
+                rest = rest + compared  # judged pair by pair, NULLs and all
         lkeys = [evaluate(e, _batch(left)) for e in lk]
         rkeys = [evaluate(e, _batch(right)) for e in rk]
-        if node.null_aware and len(lk) == 1 and not rest:  # the right side is all here
+        if node.null_aware and lk and not rest:  # the right side is all here (broadcast)
             nulls = (right.nrows > 0, rkeys[0].valid is not None and
                      not bool(np.all(rkeys[0].valid)))
         return join(node.kind, left, right, lkeys, rkeys, E.conjoin(rest), node.mark,
@@ -163,7 +171,14 @@ class Executor:
         for name, agg in node.aggregates:
             args = [evaluate(a, batch) for a in agg.args]
             order = [evaluate(k.expr, batch) for k in agg.order]
-            out[name] = reduce(agg, ids, ngroups, args, order)
+            own, groups = ids, ngroups
+            if agg.filter is not None:  # the rows it drops go to one extra group, dropped
+                own = np.full(side.nrows, ngroups, np.int64)
+                kept = _rows_where(evaluate(agg.filter, batch))
+                own[kept] = ids[kept]
+                groups = ngroups + 1
+            column = reduce(agg, own, groups, args, [a.type for a in agg.args], order)
+            out[name] = column.take(np.arange(ngroups)) if groups != ngroups else column
         return Side(out, ngroups)
 
     def _distinct(self, node: P.Distinct) -> Side:
