@@ -23,6 +23,7 @@ from .logical import plan as P
 from .optimizer.distribute import BROADCAST_ROWS, distribute
 from .optimizer.prune import prune_columns
 from .optimizer.pushdown import push_filters
+from .optimizer.simplify import simplify
 from .table import Table
 
 __all__ = ["logical_plan", "physical_plan", "run", "explain"]
@@ -31,7 +32,7 @@ __all__ = ["logical_plan", "physical_plan", "run", "explain"]
 def logical_plan(sql: str, catalog: Catalog) -> P.Node:
     """The bound, optimized logical plan of ``sql`` (no exchanges)."""
     plan = bind(sql, catalog.types())
-    return prune_columns(push_filters(plan))
+    return prune_columns(push_filters(simplify(plan)))
 
 
 def physical_plan(sql: str, catalog: Catalog, ranks: int,

@@ -326,6 +326,8 @@ def _encode(words: Any) -> Column:
     """A column of Arrow strings (nulls allowed) dictionary-encoded."""
     import pyarrow as pa
 
+    if isinstance(words, pa.ChunkedArray):
+        words = words.combine_chunks()
     valid = None
     if words.null_count:
         valid = np.asarray(words.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
@@ -775,14 +777,20 @@ def _date_diff_complete(e: E.Call, batch: Batch) -> Column:
               "millennium": 12000}.get(part)
     if months is None:
         raise UnsupportedSQL(f"DATE_SUB in {part!r}")
+    swap = ua > ub  # counted from the earlier to the later, then negated
+    ua, ub = np.where(swap, ub, ua), np.where(swap, ua, ub)
     da, db = ua // DAY_US, ub // DAY_US
     ya, ma, dda = _civil(da)
     yb, mb, ddb = _civil(db)
     ca, cb = ua - da * DAY_US, ub - db * DAY_US
+    # DuckDB: when the later date is its month's last day, a start day past it (or on it at
+    # a later time) counts as that last day
+    end_days = _month_length(yb, mb)
+    clamp = (ddb == end_days) & ((dda > end_days) | ((dda == end_days) & (ca < cb)))
+    dda = np.where(clamp, end_days, dda)
     n = (yb * 12 + mb) - (ya * 12 + ma)
-    later = (ddb > dda) | ((ddb == dda) & (cb >= ca))
-    earlier = (ddb < dda) | ((ddb == dda) & (cb <= ca))
-    n = n - ((n > 0) & ~later) + ((n < 0) & ~earlier)
+    n = n - ((ddb < dda) | ((ddb == dda) & (cb < ca)))
+    n = np.where(swap, -n, n)
     return _make(np.sign(n) * (np.abs(n) // months), e.type, valid)
 
 

@@ -362,3 +362,48 @@ def test_literal_and_empty_batches() -> None:
     con = duck(data)
     for sql in ["i + j", "concat(s, u)", "cast(n as date)", "case when bo then s end"]:
         check(sql, data, con)
+
+
+@fuzz(10)
+@given(data=tables())
+def test_date_sub_parts_equal_duckdb(data: dict[str, list[Any]]) -> None:
+    """DATE_SUB(part, a, b) (whole parts between two dates or timestamps, DuckDB's) and
+    date_add(x, INTERVAL), built as trees: the binder reads sqlglot's DateAdd/DateSub
+    differently."""
+    from hpc.domains.sql.logical.expr import Call, Ref
+
+    con = duck(data)
+    batch = batch_of(data)
+    for part in ["day", "week", "month", "quarter", "year", "hour", "minute"]:
+        for a, b in [("dt", "dt2"), ("ts", "ts")]:
+            if a == "dt" and part in ("hour", "minute"):
+                continue
+            ta = SCHEMA[a]
+            e = Call("date_sub", (Literal(part, T.VARCHAR), Ref(f"t.{a}", ta),
+                                  Ref(f"t.{b}", SCHEMA[b])), T.BIGINT)
+            other = "dt" if b == "dt2" else "ts"
+            sql = f"date_sub('{part}', {a}, {b if b == 'dt2' else other})"
+            want = [r[0] for r in con.execute(f"SELECT {sql} FROM t ORDER BY rid").fetchall()]
+            got = python_values(evaluate(e, batch), T.BIGINT)
+            assert got == want, (sql, got, want)
+    e = Call("date_add", (Ref("t.dt", T.DATE), Literal((1, 2, 0), T.INTERVAL)), T.DATE)
+    want = [r[0] for r in con.execute(
+        "SELECT CAST(date_add(dt, INTERVAL '1 month 2 days') AS DATE) FROM t ORDER BY rid"
+    ).fetchall()]
+    got = python_values(evaluate(e, batch), T.DATE)
+    assert all(same(g, w) for g, w in zip(got, want, strict=True)), (got, want)
+
+
+def test_short_circuit_retries_failing_operands() -> None:
+    """A CASE branch or an AND/OR operand that raises is evaluated again on the rows that
+    reach it only (so guarded divisions do not fail)."""
+    data = {c: [None] * 3 for c in SCHEMA}
+    data.update(i=[7, 8, 9], j=[0, 2, 0], k=[0, 1, 2])
+    batch = batch_of(data)
+    for sql, want in [("case when j <> 0 then i // j else -1 end", [-1, 4, -1]),
+                      ("j <> 0 and i // j = 4", [False, True, False]),
+                      ("j = 0 or i % j = 0", [True, True, True])]:
+        e = bind(sql)
+        assert python_values(evaluate(e, batch), e.type) == want, sql
+    with pytest.raises(SQLError, match="Division by zero"):
+        evaluate(bind("i // j"), batch)
