@@ -82,6 +82,7 @@ class Catalog:
         self._kinds: dict[str, dict[str, str]] = {}
         self._rows: dict[str, int] = {}
         self._types: dict[str, dict[str, SQLType]] = {}  # where the kinds say too little
+        self._bounds: dict[tuple[str, str], int] = {}  # distinct_bound's answers
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
@@ -149,6 +150,7 @@ class Catalog:
         self._memory[name] = table.materialised()
         self._kinds[name] = {n: c.kind for n, c in table.columns.items()}
         self._types.pop(name, None)
+        self._bounds = {k: v for k, v in self._bounds.items() if k[0] != name}
         self._rows[name] = int(allreduce(table.num_rows, "sum", comm))
 
     def in_memory(self, backend: Any = None, comm: Any = None) -> Catalog:
@@ -191,6 +193,43 @@ class Catalog:
 
     def num_rows(self, name: str) -> int:
         return self._rows[name]
+
+    def distinct_bound(self, name: str, column: str) -> int:
+        """An upper bound of the distinct values of an integer column (its value range, from
+        Parquet's row-group statistics or the values held in memory), else the row count:
+        the optimizer's estimate of how selective an equi-join on it is."""
+        key = (name, column)
+        cached = self._bounds.get(key)
+        if cached is None:
+            span = self._value_span(name, column)
+            cached = self._rows[name] if span is None else max(1, min(span, self._rows[name]))
+            self._bounds[key] = cached
+        return cached
+
+    def _value_span(self, name: str, column: str) -> int | None:
+        if self._kinds.get(name, {}).get(column) not in ("int", "date"):
+            return None
+        if name in self._memory:
+            v = self._memory[name][column].values
+            return int(v.max()) - int(v.min()) + 1 if len(v) else 1
+        if name not in self._parquet:
+            return None
+        import pyarrow.parquet as pq
+
+        lo = hi = None
+        for f in self._parquet[name]:
+            meta = pq.ParquetFile(f).metadata
+            j = meta.schema.names.index(column)
+            for g in range(meta.num_row_groups):
+                stats = meta.row_group(g).column(j).statistics
+                if stats is None or not stats.has_min_max:
+                    return None
+                a, b = stats.min, stats.max
+                if not isinstance(a, int) or not isinstance(b, int):
+                    return None
+                lo = a if lo is None else min(lo, a)
+                hi = b if hi is None else max(hi, b)
+        return None if lo is None else hi - lo + 1
 
     def load(self, name: str, columns: list[str], comm: Any = None,
              unsorted: Collection[str] = ()) -> Table:

@@ -22,6 +22,7 @@ from .catalog import Catalog
 from .logical import plan as P
 from .optimizer.distribute import BROADCAST_ROWS, distribute
 from .optimizer.prune import prune_columns
+from .optimizer.join_order import order_joins
 from .optimizer.pushdown import push_filters
 from .optimizer.simplify import simplify
 from .table import Table
@@ -32,7 +33,8 @@ __all__ = ["logical_plan", "physical_plan", "run", "explain"]
 def logical_plan(sql: str, catalog: Catalog) -> P.Node:
     """The bound, optimized logical plan of ``sql`` (no exchanges)."""
     plan = bind(sql, catalog.types())
-    return prune_columns(push_filters(simplify(plan)))
+    plan = order_joins(push_filters(simplify(plan)), catalog)
+    return prune_columns(plan)
 
 
 def physical_plan(sql: str, catalog: Catalog, ranks: int,
