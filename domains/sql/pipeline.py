@@ -21,8 +21,8 @@ from .binder.select import bind
 from .catalog import Catalog
 from .logical import plan as P
 from .optimizer.distribute import BROADCAST_ROWS, distribute
-from .optimizer.prune import prune_columns
 from .optimizer.join_order import order_joins
+from .optimizer.prune import prune_columns
 from .optimizer.pushdown import push_filters
 from .optimizer.simplify import simplify
 from .table import Table

@@ -84,6 +84,12 @@ class _Estimates:
         return best
 
 
+def _joinable(pending: list[E.Expr], have: set[str], mine: set[str]) -> list[E.Expr]:
+    """The conditions that join a relation of columns ``mine`` to the joined ``have``."""
+    return [t for t in pending if E.refs(t) & mine and E.refs(t) & have
+            and E.refs(t) <= have | mine]
+
+
 def _greedy(leaves: list[P.Node], terms: list[E.Expr], catalog: Any) -> P.Node:
     """Left-deep: the largest relation first, then each time the connected relation whose
     join is estimated smallest."""
@@ -96,15 +102,12 @@ def _greedy(leaves: list[P.Node], terms: list[E.Expr], catalog: Any) -> P.Node:
     left = [i for i in range(len(leaves)) if i != first]
     pending = list(terms)
     while left:
-        def joinable(i: int) -> list[E.Expr]:
-            return [t for t in pending if E.refs(t) & names[i] and E.refs(t) & have
-                    and E.refs(t) <= have | names[i]]
-
-        linked = [i for i in left if joinable(i)]
+        conditions = {i: _joinable(pending, have, names[i]) for i in left}
+        linked = [i for i in left if conditions[i]]
         if linked:
             pick = min(linked, key=lambda i: (est.join(size, have, sizes[i], names[i],
-                                                       joinable(i)), sizes[i], i))
-            size = est.join(size, have, sizes[pick], names[pick], joinable(pick))
+                                                       conditions[i]), sizes[i], i))
+            size = est.join(size, have, sizes[pick], names[pick], conditions[pick])
         else:  # nothing connected: the smallest as a cross join
             pick = min(left, key=lambda i: (sizes[i], i))
             size = size * sizes[pick]

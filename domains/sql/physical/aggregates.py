@@ -124,20 +124,11 @@ def _counts(ids: np.ndarray, mask: np.ndarray, ngroups: int) -> np.ndarray:
 
 def _exact_sum(ids: np.ndarray, values: np.ndarray, mask: np.ndarray, ngroups: int
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(sums, counts, overflowed) of int64 values per group, exactly: the high and low
-    32-bit halves are summed apart (neither can overflow below 2**31 rows) and joined with
-    an exact test of whether the sum fits int64."""
-    v = values.astype(np.int64, copy=False)
-    hi_part = v >> 32
-    lo_part = v & np.int64(0xFFFFFFFF)
-    hi, counts = sum_count(ids, hi_part, mask, ngroups, np.zeros(ngroups, np.int64))
-    lo, _ = sum_count(ids, lo_part, mask, ngroups, np.zeros(ngroups, np.int64))
-    carry = lo >> 32
-    top = hi + carry
-    overflowed = (top < -(2**31)) | (top >= 2**31)
-    safe = np.where(overflowed, 0, top)
-    total = (safe << 32) | (lo & np.int64(0xFFFFFFFF))
-    return total, counts.astype(np.int64), overflowed
+    """(sums, counts, overflowed) of int64 values per group, exactly (one parallel pass,
+    :func:`.checked.group_sums`)."""
+    from .checked import group_sums
+
+    return group_sums(ids, values, mask, ngroups)
 
 
 def _sorted_groups(ids: np.ndarray, mask: np.ndarray, key: np.ndarray, ngroups: int

@@ -178,22 +178,12 @@ def _check_range(values: np.ndarray, valid: np.ndarray | None, t: SQLType, what:
 def _checked(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray | None, t: SQLType,
              what: str) -> np.ndarray:
     """``a op b`` on int64 (op: add, sub, mul), raising on overflow of int64 or of ``t``."""
-    a = np.asarray(a, dtype=np.int64)
-    b = np.asarray(b, dtype=np.int64)
-    with np.errstate(all="ignore"):
-        if op == "add":
-            r = a + b
-            bad = ((a ^ r) & (b ^ r)) < 0
-        elif op == "sub":
-            r = a - b
-            bad = ((a ^ b) & (a ^ r)) < 0
-        else:
-            r = a * b
-            safe = np.where((a == 0) | (a == -1), 1, a)
-            bad = np.where(a == -1, b == _I64_MIN, (a != 0) & (r // safe != b))
-    if bool(_fail(np.asarray(bad), valid).any()):
+    from .checked import checked
+
+    lo, hi = _limits(t) or (_I64_MIN, _I64_MAX)
+    r, bad = checked(op, a, b, valid, lo, hi)
+    if bad:
         raise _overflow(what, t)
-    _check_range(r, valid, t, what)
     return r
 
 

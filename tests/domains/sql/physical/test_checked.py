@@ -1,0 +1,62 @@
+"""Overflow-checked int64 arithmetic against Python's unbounded integers."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hpc.domains.sql.physical.checked import checked
+from tests.fuzz import fuzz
+
+I64 = (-(2**63), 2**63 - 1)
+EDGES = [0, 1, -1, 2, -2, 3037000499, 3037000500, -3037000500, 2**31, 2**32, 2**62, -(2**62),
+         2**63 - 1, -(2**63)]
+OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
+
+
+def _expect(op: str, x: int, y: int, lo: int, hi: int) -> tuple[int | None, bool]:
+    exact = OPS[op](x, y)
+    return (exact if I64[0] <= exact <= I64[1] else None), not lo <= exact <= hi
+
+
+def test_every_pair_of_edge_values():
+    for (x, y), op in itertools.product(itertools.product(EDGES, EDGES), OPS):
+        out, bad = checked(op, np.array([x]), np.array([y]), None, *I64)
+        exact, over = _expect(op, x, y, *I64)
+        assert bad == over, (op, x, y)
+        if not over:
+            assert int(out[0]) == exact
+
+
+@fuzz(200)
+@given(st.lists(st.tuples(st.integers(*I64), st.integers(*I64), st.booleans()), min_size=1,
+                max_size=40), st.sampled_from(sorted(OPS)),
+       st.integers(1, 18))
+def test_random_rows_with_a_decimal_range_and_nulls(rows, op, digits):
+    lo, hi = -(10**digits) + 1, 10**digits - 1
+    a = np.array([r[0] for r in rows], dtype=np.int64)
+    b = np.array([r[1] for r in rows], dtype=np.int64)
+    valid = np.array([r[2] for r in rows])
+    _, bad = checked(op, a, b, valid, lo, hi)
+    want = any(_expect(op, int(x), int(y), lo, hi)[1] for x, y, v in rows if v)
+    assert bad == want
+
+
+@fuzz(100)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(*I64), st.booleans()), max_size=60))
+def test_group_sums_are_exact_or_say_they_overflow(rows):
+    from hpc.domains.sql.physical.checked import group_sums
+
+    ids = np.array([r[0] for r in rows], dtype=np.int64)
+    values = np.array([r[1] for r in rows], dtype=np.int64)
+    mask = np.array([r[2] for r in rows], dtype=bool)
+    sums, counts, over = group_sums(ids, values, mask, 5)
+    for g in range(5):
+        exact = sum(v for i, v, m in rows if i == g and m)
+        assert counts[g] == sum(1 for i, _, m in rows if i == g and m)
+        assert bool(over[g]) == (not I64[0] <= exact <= I64[1])
+        if not over[g]:
+            assert int(sums[g]) == exact
