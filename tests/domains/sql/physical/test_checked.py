@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+from hpc.domains.sql.physical.checked import checked
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hpc.domains.sql.physical.checked import checked
 from tests.fuzz import fuzz
 
 I64 = (-(2**63), 2**63 - 1)
