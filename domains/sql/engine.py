@@ -34,7 +34,7 @@ from hpc.backend import Backend, array_module, get_backend
 from hpc.collectives import bcast_object
 from hpc.comm import resolve_comm
 
-from . import aggregate, carried, ops, strings
+from . import aggregate, carried, ops, pipeline, strings
 from .catalog import Catalog, ScanCache
 from .errors import SQLError, UnsupportedSQL, describe
 from .exchange import allgather_columns, global_rows, partition_by_keys, ship
@@ -64,10 +64,18 @@ class QueryOptions:
         Where the columns live and the kernels run (default ``HPC_BACKEND``, see
         :func:`hpc.backend.get_backend`). On the GPU, scanned columns move to the device and
         joins, group-bys and aggregates run as numba.cuda kernels; the result is on the host.
+        (The layered path runs on the host.)
+    path : {"auto", "layered", "fast"}
+        Which executor answers: ``"layered"`` the layered engine (:mod:`.pipeline`: every
+        supported construct, exact DECIMAL); ``"fast"`` the single-pass engine of this
+        module (the TPC-H subset, DECIMAL as float64, the GPU); ``"auto"`` the fast engine
+        where it answers the query exactly as written (no SEMI/ANTI join syntax, no CAST to
+        DECIMAL, and its planner accepts it), else the layered one.
     """
 
     broadcast_rows: int = 1_000_000
     backend: str | Backend | None = None
+    path: str = "auto"
 
 
 @dataclass
@@ -122,15 +130,68 @@ def query(sql: str, catalog: Catalog, comm: Any = None,
         lines = explain(text[8:], catalog, comm, options).splitlines()
         return Table({"plan": Column(np.arange(len(lines), dtype=np.int32), "string",
                                      np.asarray(lines, dtype=object))})
-    return _execute(parse(sql, catalog), ScanCache(catalog), resolve_comm(comm), options, None,
-                    {}, "root")
+    comm = resolve_comm(comm)
+    options = options or QueryOptions()
+    plan = _route(sql, catalog, comm, options)
+    if plan is None:
+        try:
+            return _execute(parse(sql, catalog), ScanCache(catalog), comm, options, None, {},
+                            "root")
+        except SQLError:  # valid SQL the fast engine does not take: the layered one does
+            if options.path == "fast":
+                raise
+            plan = pipeline.logical_plan(sql, catalog)
+    return pipeline.run_logical(plan, catalog, comm, options.broadcast_rows)
+
+
+def _route(sql: str, catalog: Catalog, comm: Any, options: QueryOptions) -> Any:
+    """The layered engine's logical plan when it answers ``sql``, None for the fast engine.
+    Every query is bound by the layered binder first: it is the judge of valid SQL, so an
+    error of the fast engine on a query it accepted means "not in the fast subset"."""
+    if options.path not in ("auto", "layered", "fast"):
+        raise ValueError(f"path={options.path!r}: expected 'auto', 'layered' or 'fast'")
+    if options.path == "fast":
+        return None
+    plan = pipeline.logical_plan(sql, catalog)
+    if options.path == "layered" or not _fast_exact(sql):
+        return plan
+    return None
+
+
+def _fast_exact(sql: str) -> bool:
+    """Whether the fast engine answers ``sql`` as written: it would read SEMI/ANTI join
+    syntax as an inner join and ignore a CAST to DECIMAL (its decimals are float64)."""
+    from sqlglot import parse_one
+
+    tree = parse_one(sql, dialect="duckdb")
+    for node in tree.walk():
+        if isinstance(node, exp.Join) and (node.kind or "").upper() in ("SEMI", "ANTI"):
+            return False
+        if isinstance(node, exp.Cast) and node.to.this == exp.DataType.Type.DECIMAL:
+            return False
+    return True
 
 
 def explain(sql: str, catalog: Catalog, comm: Any = None,
             options: QueryOptions | None = None) -> str:
-    """Collective. The physical plan as it ran (like EXPLAIN ANALYZE): one line per operator
-    with the rows it produced over all ranks and its seconds on rank 0."""
+    """Collective. The plan as it ran (like EXPLAIN ANALYZE): for the fast engine one line
+    per operator with the rows it produced over all ranks and its seconds on rank 0; for
+    the layered engine its logical and physical plans, the latter with rows and times."""
     comm = resolve_comm(comm)
+    options = options or QueryOptions()
+    if _route(sql, catalog, comm, options) is not None:
+        return pipeline.explain(sql, catalog, comm, analyze=True,
+                                broadcast_rows=options.broadcast_rows)
+    try:
+        return _explain_fast(sql, catalog, comm, options)
+    except SQLError:
+        if options.path == "fast":
+            raise
+        return pipeline.explain(sql, catalog, comm, analyze=True,
+                                broadcast_rows=options.broadcast_rows)
+
+
+def _explain_fast(sql: str, catalog: Catalog, comm: Any, options: QueryOptions) -> str:
     trace = _Trace(True, comm)
     trace.start()  # a subquery run before the plan is timed from here
     _execute(parse(sql, catalog), ScanCache(catalog), comm, options, trace, {}, "root")

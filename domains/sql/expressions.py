@@ -355,15 +355,9 @@ def _arith(node: exp.Binary, frame: Frame) -> Value:
         out = x - y
     elif isinstance(node, exp.Mul):
         out = x * y
-    else:  # division is real division, a zero divisor gives null
-        y = _astype(y, np.float64)
-        zero = y == 0
-        if np.ndim(y) == 0:
-            out = _astype(x, np.float64) / (np.float64(1.0) if zero else y)
-        else:
-            out = _astype(x, np.float64) / array_module(y).where(zero, 1.0, y)
-        if bool(zero.any()):
-            valid = ~zero if valid is None else valid & ~zero
+    else:  # real division as DuckDB: IEEE, a zero divisor gives +-inf or NaN
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = _astype(x, np.float64) / _astype(y, np.float64)
     kind = "float" if out.dtype.kind == "f" else "int"
     return Value(out, kind, valid=valid)
 

@@ -46,29 +46,37 @@ def physical_plan(sql: str, catalog: Catalog, ranks: int,
 def run(sql: str, catalog: Catalog, comm: Any = None,
         broadcast_rows: int = BROADCAST_ROWS) -> Table:
     """Collective. Answer ``sql``: the result on rank 0, no rows elsewhere."""
+    return run_logical(logical_plan(sql, catalog), catalog, comm, broadcast_rows)
+
+
+def run_logical(plan: P.Node, catalog: Catalog, comm: Any = None,
+                broadcast_rows: int = BROADCAST_ROWS) -> Table:
+    """Collective. Run a logical plan (:func:`logical_plan`) on the ranks of ``comm``."""
     from .physical.executor import Executor
 
     comm = resolve_comm(comm)
-    plan = physical_plan(sql, catalog, comm.Get_size(), broadcast_rows)
-    return Executor(catalog, comm).run(plan)
+    physical = distribute(plan, catalog.num_rows, comm.Get_size(), broadcast_rows)
+    return Executor(catalog, comm).run(physical)
 
 
-def explain(sql: str, catalog: Catalog, comm: Any = None, analyze: bool = False) -> str:
+def explain(sql: str, catalog: Catalog, comm: Any = None, analyze: bool = False,
+            broadcast_rows: int = BROADCAST_ROWS) -> str:
     """Collective. The logical plan and the physical plan (with its exchanges); with
     ``analyze``, the physical plan as it ran: rows over all ranks, milliseconds on rank 0."""
     from .physical.executor import Executor
 
     comm = resolve_comm(comm)
     logical = logical_plan(sql, catalog)
-    physical = distribute(logical, catalog.num_rows, comm.Get_size())
+    physical = distribute(logical, catalog.num_rows, comm.Get_size(), broadcast_rows)
     text = "Logical plan\n" + P.explain(logical) + "\n\nPhysical plan\n"
     if not analyze:
         return text + P.explain(physical)
     ex = Executor(catalog, comm, analyze=True)
     ex.run(physical)
+    profile = ex.global_profile()
 
     def note(node: P.Node) -> str:
-        rows, seconds = ex.profile.get(id(node), (0, 0.0))
+        rows, seconds = profile.get(id(node), (0, 0.0))
         return f"rows={rows} {seconds * 1e3:.1f} ms"
 
     return text + P.explain(physical, note)

@@ -24,7 +24,7 @@ from hpc.collectives import allreduce
 from hpc.shuffle import hash_partition
 
 __all__ = ["hash_rows", "exchange", "global_dictionaries", "global_count", "key_hash",
-           "mark_global"]
+           "mark_global", "global_count_many", "agree"]
 
 _global: dict[int, Any] = {}  # id -> weak reference of dictionaries equal on every rank
 
@@ -150,3 +150,29 @@ def global_dictionaries(columns: dict[str, Column], comm: Any) -> dict[str, Colu
 def global_count(n: int, comm: Any) -> int:
     """Collective. The sum of ``n`` over the ranks."""
     return int(allreduce(int(n), "sum", comm)) if comm.Get_size() > 1 else int(n)
+
+
+def global_count_many(counts: list[int], comm: Any) -> np.ndarray:
+    """Collective. The element-wise sums of ``counts`` (the same length on every rank)."""
+    values = np.asarray(counts, dtype=np.int64)
+    return allreduce(values, "sum", comm) if comm.Get_size() > 1 and len(values) else values
+
+
+def agree(failure: Exception | None, comm: Any) -> None:
+    """Collective. Raise on every rank when any rank failed: the first failing rank's error
+    (an :class:`~hpc.domains.sql.errors.SQLError` naming the rank), so no rank waits for
+    the others at the next exchange."""
+    if comm.Get_size() == 1:
+        if failure is not None:
+            raise failure
+        return
+    from hpc.collectives import allgather_object
+
+    from hpc.domains.sql.errors import SQLError
+
+    messages = allgather_object(None if failure is None else str(failure), comm)
+    for rank, message in enumerate(messages):
+        if message is not None:
+            if failure is not None and rank == comm.Get_rank():
+                raise failure
+            raise SQLError(f"{message} (on rank {rank})")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from hpc.domains.sql.aggregate import combine_ids, group_ids
 from hpc.domains.sql.catalog import Catalog, ScanCache
+from hpc.domains.sql.errors import SQLError
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.optimizer.distribute import equi_keys
@@ -22,7 +23,7 @@ from hpc.domains.sql.table import Column, Decimals, Table
 
 from .aggregates import reduce
 from .evaluate import Batch, evaluate
-from .exchange import exchange, global_count, mark_global
+from .exchange import agree, exchange, global_count_many, mark_global
 from .join import Side, join
 
 __all__ = ["Executor"]
@@ -89,10 +90,16 @@ class Executor:
         }
 
     def run(self, plan: P.Node) -> Table:
-        """Collective. The plan's result: all rows on rank 0, none elsewhere."""
+        """Collective. The plan's result: all rows on rank 0, none elsewhere. An error on
+        any rank (a value that does not convert, an overflow) is raised on every rank."""
         if not isinstance(plan, P.Output):
             raise TypeError("run: the plan must end in an Output node")
-        side = self.side(plan)
+        try:
+            side, failure = self.side(plan), None
+        except SQLError as exc:
+            side, failure = None, exc
+        agree(failure, self.comm)
+        assert side is not None
         names = _unique(plan.names)
         cols = [_presented(side.columns[f.name], f) for f in plan.input.schema]
         return Table(dict(zip(names, cols, strict=True)))
@@ -102,9 +109,16 @@ class Executor:
         t0 = time.perf_counter()
         out = self._ops[type(node)](node)
         if self.analyze:
-            rows = global_count(out.nrows, self.comm)
-            self.profile[id(node)] = (rows, time.perf_counter() - t0)
+            self.profile[id(node)] = (out.nrows, time.perf_counter() - t0)
         return out
+
+    def global_profile(self) -> dict[int, tuple[int, float]]:
+        """Collective. :attr:`profile` with the rows summed over the ranks (the seconds are
+        this rank's)."""
+        keys = list(self.profile)  # every rank visited the same nodes in the same order
+        rows = [self.profile[k][0] for k in keys]
+        total = global_count_many(rows, self.comm)
+        return {k: (int(r), self.profile[k][1]) for k, r in zip(keys, total, strict=True)}
 
     def _root(self) -> bool:
         return self.comm.Get_rank() == 0
@@ -202,8 +216,14 @@ class Executor:
 
     # -- movement ---------------------------------------------------------------------------
     def _exchange(self, node: P.Exchange) -> Side:
-        side = self.side(node.input)
-        keys = [evaluate(e, _batch(side)) for e in node.keys]
+        # the ranks meet here: an error below on any rank is raised on all of them first
+        try:
+            side, failure = self.side(node.input), None
+            keys = [evaluate(e, _batch(side)) for e in node.keys]
+        except SQLError as exc:
+            side, failure = None, exc
+        agree(failure, self.comm)
+        assert side is not None
         cols, n = exchange(side.columns, side.nrows, node.how, keys, self.comm)
         return Side(cols, n)
 

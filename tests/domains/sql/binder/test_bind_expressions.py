@@ -371,13 +371,23 @@ def test_subqueries() -> None:
     e = bind("i NOT IN (SELECT b FROM t)", scope)
     assert e.name == "not" and sub.calls[-1][0] == "in"
     bind("i = ANY (SELECT b FROM t)", scope)
-    assert sub.calls[-1][0] == "in"
-    e = bind("i <> ALL (SELECT b FROM t)", scope)
-    assert e.name == "not" and sub.calls[-1][0] == "in"
+    assert sub.calls[-1][0] == "any:eq"
+    e = bind("i <> ALL (SELECT b FROM t)", scope)  # NOT (i = ANY ...)
+    assert e.name == "not" and sub.calls[-1][0] == "any:eq"
+    bind("i > ANY (SELECT b FROM t)", scope)
+    assert sub.calls[-1][0] == "any:gt"
+    e = bind("i > ALL (SELECT b FROM t)", scope)  # NOT (i <= ANY ...)
+    assert e.name == "not" and sub.calls[-1][0] == "any:le"
     with pytest.raises(UnsupportedSQL, match="ANY"):
-        bind("i > ANY (SELECT b FROM t)", scope)
+        bind("i > ANY (1, 2)", scope)
     with pytest.raises(UnsupportedSQL, match="subquery is not supported here"):
         bind("EXISTS (SELECT 1 FROM t)")
+
+
+def test_aggregate_filter() -> None:
+    e = bind("sum(i) FILTER (WHERE i > 1)")
+    assert isinstance(e, Aggregate) and e.name == "sum" and e.filter is not None
+    assert e.filter.type == BOOLEAN
 
 
 # --- errors ---------------------------------------------------------------------------
@@ -385,14 +395,12 @@ def test_subqueries() -> None:
 UNSUPPORTED = [
     ("row_number() OVER (ORDER BY i)", "WINDOW"),
     ("sum(i) OVER ()", "WINDOW"),
-    ("sum(i) FILTER (WHERE i > 1)", "FILTER"),
     ("s SIMILAR TO 'a'", "SIMILARTO"),
     ("list_value(1, 2)", "ARRAY"),
     ("md5(s)", "MD5"),
     ("my_udf(i)", "my_udf"),
     ("CAST(i AS UTINYINT)", "UTINYINT"),
     ("log(2, i)", "base-10"),
-    ("i > ALL (SELECT 1)", "ALL"),
     ("INTERVAL 1 DAY * 2", "INTERVAL"),
     ("i BETWEEN SYMMETRIC 1 AND 2", "SYMMETRIC"),
     ("INTERVAL (i) DAY", "constant"),

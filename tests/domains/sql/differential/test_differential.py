@@ -19,7 +19,7 @@ duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
 pytest.importorskip("sqlglot")
 
-from hpc.domains.sql import Catalog, UnsupportedSQL, query  # noqa: E402
+from hpc.domains.sql import Catalog, QueryOptions, UnsupportedSQL, query  # noqa: E402
 
 from tests.conftest import mpi_script, run_mpi  # noqa: E402
 from tests.domains.sql.differential import data, harness  # noqa: E402
@@ -69,15 +69,27 @@ def test_query_against_duckdb(tables, q):
     assert problem is None, f"{q.id}: {q.sql}\n{problem}"
 
 
+@pytest.mark.parametrize("q", [pytest.param(q, id=q.id) for q in QUERIES])
+def test_layered_path_answers_every_query_like_duckdb(tables, q):
+    """The layered engine (``path="layered"``) answers every query, pending and wrong ones
+    of the default path included, exactly as DuckDB (DECIMAL results to the last digit)."""
+    _, catalog, con = tables
+    result = query(q.sql, catalog, options=QueryOptions(path="layered"))
+    problem = harness.difference(result, harness.duckdb_frame(con, q.sql), q.sql, q.feature)
+    assert problem is None, f"{q.id}: {q.sql}\n{problem}"
+
+
 @pytest.mark.mpi
 @pytest.mark.timeout(200)
-@pytest.mark.parametrize("nranks,broadcast_rows", [(2, 1_000_000), (3, 0)])
-def test_ok_queries_on_ranks_against_duckdb(tables, nranks, broadcast_rows):
-    """Every "ok" query in one job: broadcast joins on 2 ranks, shuffle joins on 3."""
+@pytest.mark.parametrize("nranks,broadcast_rows,path", [
+    (2, 1_000_000, "auto"), (3, 0, "auto"), (2, 1_000_000, "layered"), (3, 0, "layered")])
+def test_queries_on_ranks_against_duckdb(tables, nranks, broadcast_rows, path):
+    """Every "ok" query (every query on the layered path) in one job: broadcast joins on 2
+    ranks, shuffle joins on 3."""
     directory, _, _ = tables
-    ok = sum(q.status == "ok" for q in QUERIES)
+    ok = sum(q.status == "ok" or path == "layered" for q in QUERIES)
     proc = run_mpi(nranks, [str(mpi_script("check_sql_differential.py")), str(directory),
-                            str(broadcast_rows)], timeout=180)
+                            str(broadcast_rows), path], timeout=180)
     assert f"ok: {ok} queries on {nranks} ranks" in proc.stdout, proc.stdout
 
 
