@@ -146,7 +146,7 @@ class _Binder:
         if isinstance(tree, exp.Union | exp.Intersect | exp.Except):
             raise UnsupportedSQL(f"set operations are not supported yet: {describe(tree)}")
         if not isinstance(tree, exp.Select):
-            raise UnsupportedSQL(f"only SELECT queries are supported, got {describe(tree)}")
+            raise UnsupportedSQL(f"only SELECT statements are supported, got {describe(tree)}")
         return _SelectBinder(self, tree, outer, ctes).bind()
 
     def relation(self, item: exp.Expression, outer: Scope | None,

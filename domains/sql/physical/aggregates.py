@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from hpc.domains.sql import strings
-from hpc.domains.sql.aggregate import minmax, sum_count
+from hpc.domains.sql.aggregate import minmax
 from hpc.domains.sql.errors import SQLError, UnsupportedSQL
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical.types import SQLType
@@ -243,12 +243,7 @@ def _quantile(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: S
     DOUBLE and truncated; TIMESTAMPs rounded to the microsecond); MEDIAN of VARCHAR is the
     lower middle value."""
     q = float(agg.params[0]) if agg.name == "quantile_cont" else 0.5
-    if t.kind == "varchar":
-        key = col.values
-    elif t.kind == "double":
-        key = np.where(np.isnan(col.values), np.inf, col.values)
-    else:
-        key = col.values
+    key = col.values  # NumPy sorts NaN after +inf, as DuckDB orders them
     rows, starts, counts = _sorted_groups(ids, mask, key, ngroups)
     present = counts > 0
     pos = q * np.maximum(counts - 1, 0)
@@ -306,11 +301,12 @@ def _first(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLT
     return _make(values, agg.type, valid, col.dictionary if col.kind == "string" else None)
 
 
-def _sort_rank(col: Column, ascending: bool, nulls_first: bool) -> np.ndarray:
-    """An int64 key per row that sorts as the ORDER BY term does."""
+def sort_rank(col: Column, ascending: bool, nulls_first: bool) -> np.ndarray:
+    """An int64 key per row that sorts as the ORDER BY term does (NaN above +inf, as
+    DuckDB; NULLs first or last)."""
     v = col.values
     if v.dtype.kind == "f":
-        v = np.where(np.isnan(v), np.inf, v + 0.0)
+        v = v + 0.0  # -0.0 ties with 0.0; np.unique puts the NaNs, as one value, last
     _, rank = np.unique(v, return_inverse=True)
     rank = rank.reshape(-1).astype(np.int64) + 1
     if not ascending:
@@ -335,7 +331,7 @@ def _string_agg(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t:
         if order is None or len(order) != len(agg.order):
             raise SQLError("STRING_AGG with ORDER BY needs its evaluated sort keys")
         for key, c in reversed(list(zip(agg.order, order, strict=True))):
-            keys.append(_sort_rank(c, key.ascending, key.nulls_first)[rows])
+            keys.append(sort_rank(c, key.ascending, key.nulls_first)[rows])
     keys.append(ids[rows])
     rows = rows[np.lexsort(keys)]
     counts = np.bincount(ids[rows], minlength=ngroups)[:ngroups].astype(np.int64)

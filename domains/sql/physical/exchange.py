@@ -166,9 +166,9 @@ def agree(failure: Exception | None, comm: Any) -> None:
         if failure is not None:
             raise failure
         return
-    from hpc.collectives import allgather_object
-
     from hpc.domains.sql.errors import SQLError
+
+    from hpc.collectives import allgather_object
 
     messages = allgather_object(None if failure is None else str(failure), comm)
     for rank, message in enumerate(messages):

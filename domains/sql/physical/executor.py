@@ -21,7 +21,7 @@ from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.optimizer.distribute import equi_keys
 from hpc.domains.sql.table import Column, Decimals, Table
 
-from .aggregates import reduce
+from .aggregates import reduce, sort_rank
 from .evaluate import Batch, evaluate
 from .exchange import agree, exchange, global_count_many, mark_global
 from .join import Side, join
@@ -239,12 +239,15 @@ def sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
     arrays = []
     for col, ascending, nulls_first in keys:
         v = col.values
+        if v.dtype.kind == "f":  # by rank: NaN above +inf, as DuckDB orders it
+            arrays.append(sort_rank(col, ascending, nulls_first))
+            continue
         if v.dtype.kind == "b":
             v = v.astype(np.int8)
         if col.valid is not None:  # the values under NULLs are noise: make them tie
             v = np.where(col.valid, v, np.zeros(1, v.dtype))
         if not ascending:
-            v = -v.astype(np.float64) if v.dtype.kind == "f" else ~v.astype(np.int64)
+            v = ~v.astype(np.int64)
         null = np.zeros(n, np.int8) if col.valid is None else (~col.valid).astype(np.int8)
         arrays.append(-null if nulls_first else null)
         arrays.append(v)
