@@ -61,7 +61,8 @@ def _run(capsys, argv: list[str]) -> str:
     (["--data", "{d}/good", "select t.a from"], "malformed query"),
     (["--data", "{d}/good", "select nope from t"], "Column 'nope' could not be resolved"),
     (["--data", "{d}/good", "select a from nope"], "unknown table 'nope'"),
-    (["--data", "{d}/good", "select a from t where s > 1"], "incompatible types VARCHAR and INTEGER"),
+    (["--data", "{d}/good", "select a from t where s > 1"],
+     "incompatible types VARCHAR and INTEGER"),
     (["--data", "{d}/good", "select a from t", "--max-rows", "x"], "--max-rows: invalid int"),
     (["select 1"], "the following arguments are required: --data"),
 ])
