@@ -1,6 +1,6 @@
 """Warm-up tasks of the SQL domain (see :mod:`hpc.warmup`): scans, filters, joins, group-bys and
-sorts of every column type, by the 22 TPC-H queries on a tiny generated database (a few
-synthetic tables when ``tpchgen-cli`` is not installed)."""
+sorts of every column type, by the 22 TPC-H queries on a tiny generated database, on both
+query paths (a few synthetic tables when ``tpchgen-cli`` is not installed)."""
 
 from __future__ import annotations
 
@@ -23,12 +23,13 @@ def _tpch() -> None:
         catalog = Catalog.from_directory(data)
         for q in SUPPORTED:
             _query(QUERIES[q], catalog)
+            _query(QUERIES[q], catalog, "layered")  # the layered path's kernels too
 
 
-def _query(sql: str, catalog: object) -> None:
-    from .engine import query
+def _query(sql: str, catalog: object, path: str = "auto") -> None:
+    from .engine import QueryOptions, query
 
-    query(sql, catalog)
+    query(sql, catalog, options=QueryOptions(path=path))
 
 
 def _synthetic() -> None:
