@@ -37,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resident", action="store_true",
                    help="tables read once into memory (ours: on the backend's device; DuckDB: "
                         "CREATE TABLE; polars: eager frames), so no Parquet decoding is timed")
+    p.add_argument("--path", default="auto", choices=("auto", "layered", "fast"),
+                   help="which query path answers (QueryOptions.path; default auto)")
     p.add_argument("--backend", default="cpu",
                    help="cpu (default) or gpu: where our columns and kernels run")
 
@@ -89,7 +91,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     comm = world()
     rank0 = comm.Get_rank() == 0
     backend = get_backend(args.backend)
-    options = QueryOptions(backend=backend)
+    options = QueryOptions(backend=backend, path=args.path)
     path = _data(args, comm)
     catalog = Catalog.from_directory(path)
     if args.resident:
@@ -148,6 +150,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "bench": "tpch",
         "backend": backend.name,
+        "path": args.path,
         "ranks": comm.Get_size(),
         "size": {"sf": args.sf, "queries": wanted, "duckdb_threads": threads,
                  "resident": bool(args.resident)},

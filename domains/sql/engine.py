@@ -131,39 +131,28 @@ def query(sql: str, catalog: Catalog, comm: Any = None,
         return Table({"plan": Column(np.arange(len(lines), dtype=np.int32), "string",
                                      np.asarray(lines, dtype=object))})
     comm = resolve_comm(comm)
-    options = options or QueryOptions()
-    plan = _route(sql, catalog, comm, options)
-    if plan is None:
+    options = _checked_options(options)
+    if options.path != "layered":
         try:
-            return _execute(parse(sql, catalog), ScanCache(catalog), comm, options, None, {},
-                            "root")
-        except SQLError:  # valid SQL the fast engine does not take: the layered one does
-            if options.path == "fast":
+            select = parse(sql, catalog)
+            if options.path == "fast" or _fast_exact(select):
+                return _execute(select, ScanCache(catalog), comm, options, None, {}, "root")
+        except SQLError:  # not the fast engine's query: the layered engine's binder says
+            if options.path == "fast":  # whether it is valid SQL at all
                 raise
-            plan = pipeline.logical_plan(sql, catalog)
-    return pipeline.run_logical(plan, catalog, comm, options.broadcast_rows)
+    return pipeline.run(sql, catalog, comm, options.broadcast_rows)
 
 
-def _route(sql: str, catalog: Catalog, comm: Any, options: QueryOptions) -> Any:
-    """The layered engine's logical plan when it answers ``sql``, None for the fast engine.
-    Every query is bound by the layered binder first: it is the judge of valid SQL, so an
-    error of the fast engine on a query it accepted means "not in the fast subset"."""
+def _checked_options(options: QueryOptions | None) -> QueryOptions:
+    options = options or QueryOptions()
     if options.path not in ("auto", "layered", "fast"):
         raise ValueError(f"path={options.path!r}: expected 'auto', 'layered' or 'fast'")
-    if options.path == "fast":
-        return None
-    plan = pipeline.logical_plan(sql, catalog)
-    if options.path == "layered" or not _fast_exact(sql):
-        return plan
-    return None
+    return options
 
 
-def _fast_exact(sql: str) -> bool:
-    """Whether the fast engine answers ``sql`` as written: it would read SEMI/ANTI join
-    syntax as an inner join and ignore a CAST to DECIMAL (its decimals are float64)."""
-    from sqlglot import parse_one
-
-    tree = parse_one(sql, dialect="duckdb")
+def _fast_exact(tree: exp.Expression) -> bool:
+    """Whether the fast engine answers the parsed query as written: it would read SEMI/ANTI
+    join syntax as an inner join and ignore a CAST to DECIMAL (its decimals are float64)."""
     for node in tree.walk():
         if isinstance(node, exp.Join) and (node.kind or "").upper() in ("SEMI", "ANTI"):
             return False
@@ -178,23 +167,24 @@ def explain(sql: str, catalog: Catalog, comm: Any = None,
     per operator with the rows it produced over all ranks and its seconds on rank 0; for
     the layered engine its logical and physical plans, the latter with rows and times."""
     comm = resolve_comm(comm)
-    options = options or QueryOptions()
-    if _route(sql, catalog, comm, options) is not None:
-        return pipeline.explain(sql, catalog, comm, analyze=True,
-                                broadcast_rows=options.broadcast_rows)
-    try:
-        return _explain_fast(sql, catalog, comm, options)
-    except SQLError:
-        if options.path == "fast":
-            raise
-        return pipeline.explain(sql, catalog, comm, analyze=True,
-                                broadcast_rows=options.broadcast_rows)
+    options = _checked_options(options)
+    if options.path != "layered":
+        try:
+            select = parse(sql, catalog)
+            if options.path == "fast" or _fast_exact(select):
+                return _explain_fast(select, catalog, comm, options)
+        except SQLError:
+            if options.path == "fast":
+                raise
+    return pipeline.explain(sql, catalog, comm, analyze=True,
+                            broadcast_rows=options.broadcast_rows)
 
 
-def _explain_fast(sql: str, catalog: Catalog, comm: Any, options: QueryOptions) -> str:
+def _explain_fast(select: exp.Select, catalog: Catalog, comm: Any,
+                  options: QueryOptions) -> str:
     trace = _Trace(True, comm)
     trace.start()  # a subquery run before the plan is timed from here
-    _execute(parse(sql, catalog), ScanCache(catalog), comm, options, trace, {}, "root")
+    _execute(select, ScanCache(catalog), comm, options, trace, {}, "root")
     width = max(len(t) for t, _, _ in trace.steps)
     return "\n".join(f"{t:<{width}}  rows={r:<10d} {s * 1e3:9.1f} ms" for t, r, s in trace.steps)
 
