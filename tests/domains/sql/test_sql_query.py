@@ -15,7 +15,15 @@ duckdb = pytest.importorskip("duckdb")
 pd = pytest.importorskip("pandas")
 pytest.importorskip("sqlglot")
 
-from hpc.domains.sql import Catalog, SQLError, Table, UnsupportedSQL, explain, query  # noqa: E402
+from hpc.domains.sql import (  # noqa: E402
+    Catalog,
+    QueryOptions,
+    SQLError,
+    Table,
+    UnsupportedSQL,
+    explain,
+    query,
+)
 from hpc.domains.sql.compare import same_rows  # noqa: E402
 from hpc.domains.sql.tpch import QUERIES, SUPPORTED, generate  # noqa: E402
 
@@ -33,22 +41,25 @@ def tpch(tmp_path_factory):
     return out, con
 
 
+@pytest.mark.parametrize("path", ["auto", "layered"])
 @pytest.mark.parametrize("q", SUPPORTED)
-def test_tpch_query_equals_duckdb(tpch, q):
+def test_tpch_query_equals_duckdb(tpch, q, path):
     data, con = tpch
-    ours = query(QUERIES[q], Catalog.from_directory(data)).to_pandas()
+    ours = query(QUERIES[q], Catalog.from_directory(data),
+                 options=QueryOptions(path=path)).to_pandas()
     ref = con.execute(QUERIES[q]).df()
     assert len(ref) > 0  # the validation parameters select rows at this scale
     assert same_rows(ours, ref, ordered="order by" in QUERIES[q]) is None
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nranks,broadcast_rows", [(2, 1_000_000), (3, 0)])
-def test_tpch_on_ranks_equals_duckdb(tpch, nranks, broadcast_rows):
-    """Broadcast joins on 2 ranks, shuffle joins everywhere on 3."""
+@pytest.mark.parametrize("nranks,broadcast_rows,path", [
+    (2, 1_000_000, "auto"), (3, 0, "auto"), (2, 1_000_000, "layered"), (3, 0, "layered")])
+def test_tpch_on_ranks_equals_duckdb(tpch, nranks, broadcast_rows, path):
+    """Broadcast joins on 2 ranks, shuffle joins everywhere on 3; both query paths."""
     data, _ = tpch
-    proc = run_mpi(nranks, [str(mpi_script("check_sql_tpch.py")), str(data), str(broadcast_rows)],
-                   timeout=280)
+    proc = run_mpi(nranks, [str(mpi_script("check_sql_tpch.py")), str(data), str(broadcast_rows),
+                            path], timeout=280)
     assert "ok: TPC-H" in proc.stdout
 
 
