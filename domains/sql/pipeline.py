@@ -24,6 +24,7 @@ from .optimizer.distribute import BROADCAST_ROWS, distribute
 from .optimizer.join_order import order_joins
 from .optimizer.prune import prune_columns
 from .optimizer.pushdown import push_filters
+from .optimizer.raw_strings import raw_strings
 from .optimizer.simplify import simplify
 from .table import Table
 
@@ -34,7 +35,7 @@ def logical_plan(sql: str, catalog: Catalog) -> P.Node:
     """The bound, optimized logical plan of ``sql`` (no exchanges)."""
     plan = bind(sql, catalog.types())
     plan = order_joins(push_filters(simplify(plan)), catalog)
-    return prune_columns(plan)
+    return raw_strings(prune_columns(plan))
 
 
 def physical_plan(sql: str, catalog: Catalog, ranks: int,

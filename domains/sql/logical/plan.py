@@ -72,18 +72,21 @@ class _Unary(Node):
 @dataclass(frozen=True)
 class Scan(Node):
     """Table ``table`` of the catalog under ``alias``: ``columns`` are (output name, column of
-    the table, type)."""
+    the table, type); ``raw``: string columns read with their file's dictionaries as they
+    are (unsorted, with repeats: only per-entry predicates may read them)."""
 
     table: str
     alias: str
     columns: tuple[tuple[str, str, SQLType], ...]
+    raw: tuple[str, ...] = ()
 
     @property
     def schema(self) -> tuple[Field, ...]:
         return tuple(Field(name, t) for name, _, t in self.columns)
 
     def describe(self) -> str:
-        cols = ", ".join(source for _, source, _ in self.columns)
+        cols = ", ".join(source + (" (raw)" if source in self.raw else "")
+                         for _, source, _ in self.columns)
         return f"Scan {self.table} AS {self.alias} [{cols}]"
 
 

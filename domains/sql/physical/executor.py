@@ -126,7 +126,7 @@ class Executor:
     # -- leaves -----------------------------------------------------------------------------
     def _scan(self, node: P.Scan) -> Side:
         sources = [source for _, source, _ in node.columns]
-        table = self.scans.load(node.table, sources, self.comm)
+        table = self.scans.load(node.table, sources, self.comm, unsorted=node.raw)
         cols = {}
         for (name, source, t) in node.columns:
             cols[name] = _physical(table[source], t)
@@ -262,7 +262,7 @@ def _physical(c: Column, t: Any) -> Column:
             exact = np.rint(np.asarray(c.values, dtype=np.float64) * 10.0 ** t.scale).astype(
                 np.int64)
         return Column(exact, "decimal", None, c.valid)
-    if c.kind == "string":
+    if c.kind == "string" and not c.raw:
         mark_global(c.dictionary)
     return c
 

@@ -87,3 +87,16 @@ def test_exchanges_appear_only_for_several_ranks():
 def test_errors_name_the_construct(sql, error, words):
     with pytest.raises(error, match=words):
         _plan(sql)
+
+
+def test_a_string_only_its_scan_filter_reads_per_entry_is_read_raw():
+    from hpc.domains.sql.optimizer.raw_strings import raw_strings
+
+    plan = raw_strings(_plan("SELECT COUNT(*) FROM a WHERE s LIKE '%x%' AND k > 1"))
+    (scan,) = [n for n in P.nodes(plan) if isinstance(n, P.Scan)]
+    assert scan.raw == ("s",) and "s (raw)" in P.explain(plan)
+    for sql in ("SELECT s FROM a WHERE s LIKE '%x%'",  # read again above the filter
+                "SELECT COUNT(*) FROM a WHERE lower(s) = 'x'",  # not per entry
+                "SELECT MAX(s) FROM a WHERE k > 1"):  # not read by the filter
+        plan = raw_strings(_plan(sql))
+        assert all(not n.raw for n in P.nodes(plan) if isinstance(n, P.Scan)), sql

@@ -1,0 +1,76 @@
+"""Raw string columns: a VARCHAR column that only its scan's filter reads, and only through
+per-entry predicates (LIKE, ILIKE, STARTS_WITH, a comparison with a constant, IN a list of
+constants, IS NULL), is read with Parquet's dictionaries as they are (``Scan.raw``): never
+sorted into a dictionary nor made into Python strings (TPC-H Q13's ``o_comment``: 1.5M
+distinct comments), and dropped right after the filter. A planned column state: EXPLAIN
+shows it on the scan."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hpc.domains.sql.logical import expr as E
+from hpc.domains.sql.logical import plan as P
+
+__all__ = ["raw_strings"]
+
+_PER_ENTRY = frozenset({"like", "ilike", "starts_with", "eq", "ne", "lt", "le", "gt", "ge",
+                        "in", "is_null", "is_not_null"})
+
+
+def raw_strings(plan: P.Node) -> P.Node:
+    """``plan`` with the scans' raw string columns marked."""
+    uses: dict[str, int] = {}
+    for node in P.nodes(plan):
+        for e in _exprs(node):
+            for name in E.refs(e):
+                uses[name] = uses.get(name, 0) + 1
+    return _mark(plan, uses)
+
+
+def _exprs(node: P.Node) -> list[E.Expr]:
+    if isinstance(node, P.Filter):
+        return [node.condition]
+    if isinstance(node, P.Project):
+        return [e for _, e in node.exprs]
+    if isinstance(node, P.Join):
+        return [node.condition] if node.condition is not None else []
+    if isinstance(node, P.Aggregate):
+        return [e for _, e in node.keys] + [a for _, a in node.aggregates]
+    if isinstance(node, P.Sort):
+        return [k.expr for k in node.keys]
+    if isinstance(node, P.Exchange):
+        return list(node.keys)
+    if isinstance(node, P.Output):
+        return [E.Ref(f.name, f.type) for f in node.input.schema]
+    return []
+
+
+def _mark(node: P.Node, uses: dict[str, int]) -> P.Node:
+    if isinstance(node, P.Filter) and isinstance(node.input, P.Scan):
+        scan = node.input
+        names = [n for n, _, t in scan.columns if t.kind == "varchar"
+                 and uses.get(n, 0) == 1 and n in E.refs(node.condition)
+                 and _per_entry_only(node.condition, n)]
+        if names:
+            raw = tuple(src for n, src, _ in scan.columns if n in names)
+            kept = tuple((f.name, E.Ref(f.name, f.type)) for f in scan.schema
+                         if f.name not in names)
+            marked = P.Filter(replace(scan, raw=raw), node.condition)
+            return P.Project(marked, kept)
+        return node
+    return node.with_inputs(tuple(_mark(c, uses) for c in node.inputs))
+
+
+def _per_entry_only(e: E.Expr, name: str) -> bool:
+    """Whether every read of column ``name`` in ``e`` is a per-entry predicate of it alone
+    against constants."""
+    if isinstance(e, E.Ref):
+        return e.name != name
+    if isinstance(e, E.Call) and e.name in _PER_ENTRY and e.args and isinstance(
+            e.args[0], E.Ref) and e.args[0].name == name:
+        return all(isinstance(a, E.Literal) for a in e.args[1:])
+    if isinstance(e, E.Call) and e.name in ("eq", "ne", "lt", "le", "gt", "ge") and \
+            isinstance(e.args[1], E.Ref) and e.args[1].name == name:
+        return isinstance(e.args[0], E.Literal)
+    return all(_per_entry_only(c, name) for c in e.children)
