@@ -29,7 +29,7 @@ a // b END`` does not fail on rows the branch does not take (as DuckDB).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -61,6 +61,9 @@ class Batch:
 
     columns: dict[str, Column]
     nrows: int
+    # columns of the expressions evaluated so far: a subexpression several expressions share
+    # (TPC-H Q1's l_extendedprice * (1 - l_discount)) is computed once
+    computed: dict[E.Expr, Column] = field(default_factory=dict)
 
     @property
     def xp(self) -> Any:
@@ -97,7 +100,13 @@ def evaluate(e: E.Expr, batch: Batch) -> Column:
     handler = _NODES.get(type(e))
     if handler is None:
         raise UnsupportedSQL(f"cannot evaluate {type(e).__name__} {e}")
-    return handler(e, batch)
+    if not isinstance(e, E.Call | E.Case):
+        return handler(e, batch)
+    done = batch.computed.get(e)
+    if done is None:
+        done = handler(e, batch)
+        batch.computed[e] = done
+    return done
 
 
 def predicate(col: Column) -> np.ndarray:
@@ -1022,7 +1031,7 @@ def _starts_with(e: E.Call, batch: Batch) -> Column:
 
 def _as(col: Column, src: SQLType, dst: SQLType) -> Column:
     """A branch's column in the result type (the binder makes types agree; NULLs adapt)."""
-    if src == dst:
+    if src == dst or _widens(src, dst):
         return col
     if src.kind == "null":
         return null_column(dst, len(col))
@@ -1134,12 +1143,23 @@ def _failed(bad: np.ndarray, col: Column, try_: bool, message: Callable[[int], s
     return _ok(col.valid, len(col)) & ~bad
 
 
+def _widens(src: SQLType, dst: SQLType) -> bool:
+    """Whether every value of ``src`` is the same int64 in ``dst``: a wider integer, or a
+    DECIMAL of the same scale and at least as many whole digits."""
+    if src.kind == dst.kind == "integer":
+        return dst.bits >= src.bits
+    if src.kind == "integer" and dst.kind == "decimal":
+        return dst.scale == 0 and dst.precision >= src.digits()
+    return (src.kind == dst.kind == "decimal" and src.scale == dst.scale
+            and dst.precision >= src.precision)
+
+
 def cast_column(col: Column, src: SQLType, dst: SQLType, *, try_: bool = False,
                 what: str = "") -> Column:
     """CAST (``try_``: TRY_CAST, failures become NULL) of a column of type ``src`` to
     ``dst``, with DuckDB's rounding (DECIMAL: half away from zero; DOUBLE to integer: half
     to even) and range checks."""
-    if src == dst:
+    if src == dst or _widens(src, dst):
         return col
     if src.kind == "null":
         return null_column(dst, len(col))
