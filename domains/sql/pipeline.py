@@ -25,6 +25,7 @@ from .optimizer.join_order import order_joins
 from .optimizer.prune import prune_columns
 from .optimizer.pushdown import push_filters
 from .optimizer.raw_strings import raw_strings
+from .optimizer.reduce_groups import reduce_groups
 from .optimizer.simplify import simplify
 from .table import Table
 
@@ -34,7 +35,7 @@ __all__ = ["logical_plan", "physical_plan", "run", "explain"]
 def logical_plan(sql: str, catalog: Catalog) -> P.Node:
     """The bound, optimized logical plan of ``sql`` (no exchanges)."""
     plan = bind(sql, catalog.types())
-    plan = order_joins(push_filters(simplify(plan)), catalog)
+    plan = reduce_groups(order_joins(push_filters(simplify(plan)), catalog), catalog)
     return raw_strings(prune_columns(plan))
 
 

@@ -82,6 +82,8 @@ class Executor:
         self.comm = comm
         self.analyze = analyze
         self.profile: dict[int, tuple[int, float]] = {}
+        # scanned column (held, so its id stays its own) -> its physical form
+        self._converted: dict[tuple[int, Any], tuple[Column, Column]] = {}
         self._ops = {
             P.Scan: self._scan, P.Values: self._values, P.Filter: self._filter,
             P.Project: self._project, P.Join: self._join, P.Aggregate: self._aggregate,
@@ -129,7 +131,11 @@ class Executor:
         table = self.scans.load(node.table, sources, self.comm, unsorted=node.raw)
         cols = {}
         for (name, source, t) in node.columns:
-            cols[name] = _physical(table[source], t)
+            raw = table[source]
+            key = (id(raw), t)  # a table scanned twice converts its decimals once
+            if key not in self._converted:
+                self._converted[key] = (raw, _physical(raw, t))
+            cols[name] = self._converted[key][1]
         return Side(cols, table.num_rows)
 
     def _values(self, node: P.Values) -> Side:

@@ -100,3 +100,22 @@ def test_a_string_only_its_scan_filter_reads_per_entry_is_read_raw():
                 "SELECT MAX(s) FROM a WHERE k > 1"):  # not read by the filter
         plan = raw_strings(_plan(sql))
         assert all(not n.raw for n in P.nodes(plan) if isinstance(n, P.Scan)), sql
+
+
+def test_a_grouped_subquery_is_reduced_to_the_keys_its_partner_holds():
+    from hpc.domains.sql.optimizer.reduce_groups import reduce_groups
+
+    class Rows:  # the catalog's row counts: a is the fact table
+        def num_rows(self, table: str) -> int:
+            return {"a": 1_000_000, "b": 1_000}[table]
+
+    sql = ("SELECT b.y FROM b WHERE b.y = 'z' AND b.k > "
+           "(SELECT AVG(a.x) FROM a WHERE a.k = b.k)")
+    plan = reduce_groups(_plan(sql), Rows())
+    (agg,) = [n for n in P.nodes(plan) if isinstance(n, P.Aggregate)]
+    assert isinstance(agg.input, P.Join) and agg.input.kind == "semi"
+    assert any(isinstance(n, P.Scan) and n.table == "b" for n in P.nodes(agg.input.right))
+    # NOT IN's null-aware join must see every NULL: never reduced
+    plan = reduce_groups(_plan("SELECT b.y FROM b WHERE b.k NOT IN "
+                               "(SELECT a.k FROM a GROUP BY a.k)"), Rows())
+    assert not any(isinstance(n, P.Join) and n.kind == "semi" for n in P.nodes(plan))
