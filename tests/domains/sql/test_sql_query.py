@@ -626,3 +626,13 @@ def test_bounds_by_constants_equal_duckdb(tmp_path, monkeypatch, where):
     ref = con.execute(sql).df()
     assert same_rows(ours, ref, ordered=True) is None, (where, ours, ref)
     assert bool(folded) == (" or " not in where), folded
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("nranks,bad_rank", [(2, 1), (3, 0)])
+def test_an_error_on_one_rank_is_raised_on_every_rank(nranks, bad_rank):
+    """The layered engine: a bad value on one rank fails the query everywhere, no hang."""
+    proc = run_mpi(nranks, [str(mpi_script("check_sql_rank_errors.py")), str(bad_rank)],
+                   timeout=100)
+    assert "ok: every rank raised" in proc.stdout, proc.stdout
