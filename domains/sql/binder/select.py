@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from hpc.domains.sql.errors import SQLError, UnsupportedSQL, describe, position
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
-from hpc.domains.sql.logical.types import BIGINT, BOOLEAN, SQLType
+from hpc.domains.sql.logical.types import BIGINT, BOOLEAN, SQLType, common_type
 from sqlglot import exp, parse_one
 from sqlglot.errors import OptimizeError, ParseError
 
@@ -144,10 +144,44 @@ class _Binder:
         if isinstance(tree, exp.Subquery):
             return self.query(tree.this, outer, ctes)
         if isinstance(tree, exp.Union | exp.Intersect | exp.Except):
-            raise UnsupportedSQL(f"set operations are not supported yet: {describe(tree)}")
+            return self.set_operation(tree, outer, ctes)
         if not isinstance(tree, exp.Select):
             raise UnsupportedSQL(f"only SELECT statements are supported, got {describe(tree)}")
         return _SelectBinder(self, tree, outer, ctes).bind()
+
+    def set_operation(self, tree: exp.Expression, outer: Scope | None,
+                      ctes: dict[str, exp.Expression]
+                      ) -> tuple[P.Node, list[P.Field], list[str]]:
+        """UNION / INTERSECT / EXCEPT [ALL]: both sides converted to their columns' common
+        types; ORDER BY, LIMIT and OFFSET over the result by output name or position."""
+        with_ = tree.args.get("with_") or tree.args.get("with")
+        if with_:
+            ctes = {**ctes, **{c.alias_or_name: c.this for c in with_.expressions}}
+        if tree.args.get("by_name") or tree.args.get("side") or tree.args.get("kind"):
+            raise UnsupportedSQL(f"this form of set operation is not supported: "
+                                 f"{describe(tree)}")
+        left, lf, names = self.query(tree.this, outer, ctes)
+        right, rf, _ = self.query(tree.expression, outer, ctes)
+        if len(lf) != len(rf):
+            raise SQLError(f"{type(tree).__name__.upper()}: the sides have {len(lf)} and "
+                           f"{len(rf)} columns{position(tree)}")
+        fields, lcols, rcols = [], [], []
+        for name, a, b in zip(names, lf, rf, strict=True):
+            t = common_type(a.type, b.type)
+            if t is None:
+                raise SQLError(f"{type(tree).__name__.upper()}: column {name!r} is {a.type} "
+                               f"on one side and {b.type} on the other{position(tree)}")
+            t = BIGINT if t.kind == "null" else t
+            fields.append(P.Field(self.names.fresh(name), t))
+            lcols.append((self.names.fresh(name), _converted(E.Ref(a.name, a.type), t)))
+            rcols.append((self.names.fresh(name), _converted(E.Ref(b.name, b.type), t)))
+        kind = {exp.Union: "union", exp.Intersect: "intersect", exp.Except: "except"}[
+            type(tree)]
+        node: P.Node = P.SetOp(kind, not tree.args.get("distinct"),
+                               P.Project(left, tuple(lcols)), P.Project(right, tuple(rcols)),
+                               tuple(fields))
+        node = _order_and_limit(node, tree, fields, names)
+        return node, fields, names
 
     def relation(self, item: exp.Expression, outer: Scope | None,
                  ctes: dict[str, exp.Expression]) -> _Relation:
@@ -469,6 +503,46 @@ class _SelectBinder:
         self.node = P.Join("mark", self.node, sub.node, E.conjoin(condition), mark=mark,
                            null_aware=compared)
         return E.Ref(mark, BOOLEAN)
+
+
+def _converted(e: E.Expr, t: SQLType) -> E.Expr:
+    return e if e.type == t else E.Call("cast", (e,), t)
+
+
+def _order_and_limit(node: P.Node, tree: exp.Expression, fields: list[P.Field],
+                     names: list[str]) -> P.Node:
+    """ORDER BY (output names or positions), LIMIT and OFFSET of a set operation."""
+    order = tree.args.get("order")
+    if order is not None:
+        keys = []
+        for o in order.expressions:
+            term = o.this
+            if isinstance(term, exp.Literal) and term.is_int and 1 <= int(term.this) <= len(
+                    fields):
+                f = fields[int(term.this) - 1]
+            elif isinstance(term, exp.Column) and term.name in names:
+                f = fields[names.index(term.name)]
+            else:
+                raise UnsupportedSQL(f"ORDER BY of a set operation names an output column or "
+                                     f"position: {describe(term)}")
+            keys.append(E.SortKey(E.Ref(f.name, f.type), not o.args.get("desc"),
+                                  bool(o.args.get("nulls_first")) if _explicit_nulls(o)
+                                  else False))
+        node = P.Sort(node, tuple(keys))
+    limit = tree.args.get("limit")
+    offset = tree.args.get("offset")
+    if limit is not None or offset is not None:
+        def constant(clause: exp.Expression | None) -> int | None:
+            if clause is None:
+                return None
+            value = clause.expression if isinstance(clause, exp.Limit | exp.Offset) else clause
+            if isinstance(value, exp.Literal) and value.is_int and int(value.this) >= 0:
+                return int(value.this)
+            raise UnsupportedSQL(f"LIMIT and OFFSET need a non-negative integer constant: "
+                                 f"{describe(clause)}")
+
+        node = P.Limit(node, constant(limit), constant(offset) or 0)
+    return node
 
 
 def _aggregated(select: exp.Select) -> bool:

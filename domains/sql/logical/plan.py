@@ -16,6 +16,7 @@ from .expr import Expr, SortKey
 from .types import BOOLEAN, SQLType
 
 __all__ = ["Field", "Node", "Scan", "Values", "Filter", "Project", "Join", "JOIN_KINDS",
+           "SetOp", "SET_KINDS",
            "Aggregate", "Sort", "Limit", "Distinct", "Output", "Exchange", "explain", "nodes"]
 
 
@@ -187,6 +188,43 @@ class Join(Node):
         if self.mark:
             text += f" mark {self.mark}"
         return text + (f" ON {self.condition}" if self.condition is not None else "")
+
+
+SET_KINDS = ("union", "intersect", "except")
+
+
+@dataclass(frozen=True)
+class SetOp(Node):
+    """``left`` UNION / INTERSECT / EXCEPT ``right``, rows matched by position (both inputs
+    have ``fields``' types, in order); ``all`` keeps duplicates (UNION ALL: every row;
+    INTERSECT ALL: min of the two counts; EXCEPT ALL: the left count minus the right one),
+    else the result's rows are distinct. NULLs equal each other."""
+
+    kind: str
+    all: bool
+    left: Node
+    right: Node
+    fields: tuple[Field, ...]
+
+    def __post_init__(self) -> None:
+        if self.kind not in SET_KINDS:
+            raise ValueError(f"set operation {self.kind!r}: expected one of {SET_KINDS}")
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def with_inputs(self, inputs: tuple[Node, ...]) -> Node:
+        left, right = inputs
+        return replace(self, left=left, right=right)
+
+    @property
+    def schema(self) -> tuple[Field, ...]:
+        return self.fields
+
+    def describe(self) -> str:
+        return f"{self.kind.upper()}{' ALL' if self.all else ''} -> " + ", ".join(
+            f.name for f in self.fields)
 
 
 @dataclass(frozen=True)

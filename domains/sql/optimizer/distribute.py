@@ -31,6 +31,9 @@ def estimate(node: P.Node, rows_of: Callable[[str], int]) -> float:
         return float(rows_of(node.table))
     if isinstance(node, P.Values):
         return float(len(node.rows))
+    if isinstance(node, P.SetOp):
+        left, right = estimate(node.left, rows_of), estimate(node.right, rows_of)
+        return left + right if node.kind == "union" else left
     if isinstance(node, P.Join):
         left, right = estimate(node.left, rows_of), estimate(node.right, rows_of)
         if node.kind in ("semi", "anti", "mark", "single", "left"):
@@ -98,6 +101,8 @@ def _place(node: P.Node, rows_of: Callable[[str], int],
         return node, "root"
     if isinstance(node, P.Join):
         return _place_join(node, rows_of, limit)
+    if isinstance(node, P.SetOp):
+        return _place_set(node, rows_of, limit)
     child, where = _place(node.inputs[0], rows_of, limit)
     if isinstance(node, P.Filter | P.Project):
         return node.with_inputs((child,)), where
@@ -129,6 +134,19 @@ def _place(node: P.Node, rows_of: Callable[[str], int],
     if isinstance(node, P.Exchange):
         return node.with_inputs((child,)), "root" if node.how == "gather" else "spread"
     raise TypeError(f"distribute: unknown node {type(node).__name__}")
+
+
+def _place_set(node: P.SetOp, rows_of: Callable[[str], int],
+               limit: int) -> tuple[P.Node, str]:
+    """UNION ALL concatenates where the rows are; the others meet equal rows on one rank."""
+    (left, lw), (right, rw) = (_place(c, rows_of, limit) for c in node.inputs)
+    if lw == rw == "root":
+        return node.with_inputs((left, right)), "root"
+    if node.kind == "union" and node.all:
+        return node.with_inputs((left, right)), "spread"
+    sides = tuple(P.Exchange(c, "hash", tuple(E.Ref(f.name, f.type) for f in c.schema))
+                  for c in (left, right))
+    return node.with_inputs(sides), "spread"
 
 
 def _place_join(node: P.Join, rows_of: Callable[[str], int],

@@ -48,6 +48,9 @@ def _prune(node: P.Node, needed: set[str]) -> P.Node:
         aggs = tuple((n, a) for n, a in node.aggregates if n in needed)
         used = _refs([e for _, e in node.keys] + [a for _, a in aggs])
         return replace(node, input=_prune(node.input, used), aggregates=aggs)
+    if isinstance(node, P.SetOp):  # rows match by position: every column stays
+        return node.with_inputs(tuple(_prune(c, {f.name for f in c.schema})
+                                      for c in node.inputs))
     if isinstance(node, P.Join):
         cond = E.refs(node.condition) if node.condition is not None else set()
         want = needed | cond

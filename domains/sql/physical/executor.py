@@ -13,13 +13,14 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from hpc.domains.sql import strings
 from hpc.domains.sql.aggregate import combine_ids, group_ids
 from hpc.domains.sql.catalog import Catalog, ScanCache
 from hpc.domains.sql.errors import SQLError
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.optimizer.distribute import equi_keys
-from hpc.domains.sql.table import Column, Decimals, Table
+from hpc.domains.sql.table import Column, Decimals, Table, settle
 
 from .aggregates import reduce, sort_rank
 from .evaluate import Batch, evaluate
@@ -88,7 +89,7 @@ class Executor:
             P.Scan: self._scan, P.Values: self._values, P.Filter: self._filter,
             P.Project: self._project, P.Join: self._join, P.Aggregate: self._aggregate,
             P.Distinct: self._distinct, P.Sort: self._sort, P.Limit: self._limit,
-            P.Exchange: self._exchange, P.Output: self._output_side,
+            P.Exchange: self._exchange, P.Output: self._output_side, P.SetOp: self._setop,
         }
 
     def run(self, plan: P.Node) -> Table:
@@ -208,6 +209,32 @@ class Executor:
             return Side({}, min(side.nrows, 1))
         return _take(side, first)
 
+    def _setop(self, node: P.SetOp) -> Side:
+        left, right = self.side(node.left), self.side(node.right)
+        cols = [stack(a, b) for a, b in zip(left.columns.values(), right.columns.values(),
+                                             strict=True)]
+        n = left.nrows + right.nrows
+        names = [f.name for f in node.fields]
+        if node.kind == "union" and node.all:
+            return Side(dict(zip(names, cols, strict=True)), n)
+        ids, ngroups, first = _group_keys(cols, n)
+        if not cols:  # no columns: rows are all equal
+            ids, ngroups, first = np.zeros(n, np.int64), int(n > 0), np.zeros(int(n > 0),
+                                                                              np.int64)
+        on_left = np.bincount(ids[: left.nrows], minlength=ngroups)[:ngroups]
+        on_right = np.bincount(ids[left.nrows:], minlength=ngroups)[:ngroups]
+        if node.kind == "union":
+            copies = np.ones(ngroups, np.int64)
+        elif node.kind == "intersect":
+            copies = np.minimum(on_left, on_right) if node.all else (
+                (on_left > 0) & (on_right > 0)).astype(np.int64)
+        else:
+            copies = np.maximum(on_left - on_right, 0) if node.all else (
+                (on_left > 0) & (on_right == 0)).astype(np.int64)
+        rows = np.repeat(first, copies)
+        return Side({name: c.take(rows) for name, c in zip(names, cols, strict=True)},
+                    len(rows))
+
     # -- ordering ---------------------------------------------------------------------------
     def _sort(self, node: P.Sort) -> Side:
         side = self.side(node.input)
@@ -235,6 +262,26 @@ class Executor:
 
     def _output_side(self, node: P.Output) -> Side:
         return self.side(node.input)
+
+
+def stack(a: Column, b: Column) -> Column:
+    """The rows of ``a`` then those of ``b`` (one type; strings through a merged
+    dictionary)."""
+    valid = None
+    if a.valid is not None or b.valid is not None:
+        valid = np.concatenate([np.ones(len(a), bool) if a.valid is None else a.valid,
+                                np.ones(len(b), bool) if b.valid is None else b.valid])
+    if a.kind != "string":
+        return Column(np.concatenate([a.values, b.values]), a.kind, None, valid)
+    if a.dictionary is b.dictionary:
+        return Column(np.concatenate([a.values, b.values]), a.kind, a.dictionary, valid)
+    a, b = settle(a), settle(b)
+    merged = strings.merge([a.dictionary, b.dictionary])
+    codes = []
+    for c in (a, b):
+        remap = strings.remap(c.dictionary, merged)
+        codes.append(remap[c.values] if len(remap) else np.zeros(len(c), np.int32))
+    return Column(np.concatenate(codes).astype(np.int32), "string", merged, valid)
 
 
 def sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:

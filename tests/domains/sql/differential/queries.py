@@ -394,7 +394,30 @@ SUBQUERIES = _feature(
     ("select t.id as id from t where (t.g, t.s) in (select u.k, u.s from u) order by id",),
 )
 
-QUERIES: list[Query] = ORDERING + JOINS + EXPRESSIONS + AGGREGATES + DECIMAL + NULLS + SUBQUERIES
+SETOPS = _feature(
+    "setops",
+    ("select t.g as g from t union all select u.k from u order by g nulls first",),
+    ("select t.g as g from t union select u.k from u order by g nulls first",),
+    ("select t.g as g, t.s as s from t union select u.k, u.s from u order by g nulls first, "
+     "s nulls first",),
+    ("select t.g as g from t intersect select u.k from u order by g nulls first",),
+    ("select t.g as g from t intersect all select u.k from u order by g nulls first",),
+    ("select t.g as g from t except select u.k from u order by g nulls first",),
+    ("select t.g as g from t except all select u.k from u order by g nulls first",),
+    ("select t.i as v from t union all select u.w from u order by v desc nulls last limit 5",),
+    ("select t.s as s from t union select u.s from u order by s nulls first limit 4 offset 2",),
+    ("select count(*) as n from (select t.g from t union all select e.k from e) as x",),
+    ("select x.g as g, count(*) as n from (select t.g as g from t union all "
+     "select u.k from u) as x group by x.g order by g nulls first",),
+    ("select t.m as m from t union select 1.5 order by m nulls first",),
+    ("select n.k as k from n union all select e.k from e order by k",),
+    ("with a as (select t.g as g from t where t.i > 0) select g from a union "
+     "select u.k from u where u.w < 0 order by g nulls first",),
+    ("select t.d as d from t except select u.d from u order by d nulls first",),
+)
+
+QUERIES: list[Query] = (ORDERING + JOINS + EXPRESSIONS + AGGREGATES + DECIMAL + NULLS + SUBQUERIES
+                        + SETOPS)
 BY_ID = {q.id: q for q in QUERIES}
 assert len(BY_ID) == len(QUERIES), "query ids are unique"
 assert all(q.status in STATUSES for q in QUERIES)
