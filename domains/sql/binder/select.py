@@ -13,6 +13,7 @@ an anti join (null-aware for NOT IN).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from hpc.domains.sql.errors import SQLError, UnsupportedSQL, describe, position
@@ -257,15 +258,12 @@ class _SelectBinder:
         having_expr = self._bind(having.this) if having is not None else None
         order = self._order_keys()
         group = s.args.get("group")
-        keys = [self._bind(g) for g in group.expressions] if group else []
-        if group and (group.args.get("rollup") or group.args.get("cube")
-                      or group.args.get("grouping_sets")):
-            raise UnsupportedSQL(f"grouping sets are not supported yet{position(group)}")
+        keys, sets = self._grouping(group) if group else ([], None)
         aggregated = bool(keys) or any(
             isinstance(n, E.Aggregate) for e in items + [k.expr for k in order]
             + ([having_expr] if having_expr is not None else []) for n in E.walk(e))
         if aggregated:
-            items, having_expr, order = self._aggregate(keys, items, having_expr, order)
+            items, having_expr, order = self._aggregate(keys, items, having_expr, order, sets)
         elif having_expr is not None:
             raise SQLError(f"HAVING without GROUP BY or aggregates{position(having)}")
         if having_expr is not None:
@@ -394,8 +392,51 @@ class _SelectBinder:
         return keys
 
     # -- GROUP BY and aggregates ------------------------------------------------------------
+    def _grouping(self, group: exp.Group) -> tuple[list[E.Expr], list[list[int]] | None]:
+        """The GROUP BY keys and, for ROLLUP, CUBE and GROUPING SETS, the grouping sets as
+        lists of key positions (None: the keys are one plain set). Several terms combine by
+        their cross product, as in SQL."""
+        keys: list[E.Expr] = []
+
+        def index(node: exp.Expression) -> int:
+            bound = self._bind(node)
+            for i, k in enumerate(keys):
+                if k == bound:
+                    return i
+            keys.append(bound)
+            return len(keys) - 1
+
+        def elements(node: exp.Expression) -> list[exp.Expression]:
+            if isinstance(node, exp.Tuple):
+                return list(node.expressions)
+            return [node.this if isinstance(node, exp.Paren) else node]
+
+        parts: list[list[list[int]]] = []
+        plain = True
+        for g in group.expressions:
+            if isinstance(g, exp.Rollup):
+                idx = [index(x) for x in g.expressions]
+                parts.append([idx[:i] for i in range(len(idx), -1, -1)])
+            elif isinstance(g, exp.Cube):
+                idx = [index(x) for x in g.expressions]
+                parts.append([list(c) for r in range(len(idx), -1, -1)
+                              for c in itertools.combinations(idx, r)])
+            elif isinstance(g, exp.GroupingSets):
+                parts.append([[index(x) for x in elements(s)] for s in g.expressions])
+            else:
+                parts.append([[index(g)]])
+                continue
+            plain = False
+        if plain:
+            return keys, None
+        sets: list[list[int]] = [[]]
+        for alternatives in parts:
+            sets = [a + [i for i in b if i not in a] for a in sets for b in alternatives]
+        return keys, sets
+
     def _aggregate(self, keys: list[E.Expr], items: list[E.Expr], having: E.Expr | None,
-                   order: list[E.SortKey]):  # type: ignore[no-untyped-def]
+                   order: list[E.SortKey],
+                   sets: list[list[int]] | None = None):  # type: ignore[no-untyped-def]
         names = self.binder.names
         key_cols: list[tuple[str, E.Expr]] = []
         for k in keys:
@@ -432,8 +473,44 @@ class _SelectBinder:
         items = [rewrite(e) for e in items]
         having = rewrite(having) if having is not None else None
         order = [E.SortKey(rewrite(k.expr), k.ascending, k.nulls_first) for k in order]
-        self.node = P.Aggregate(self.node, tuple(key_cols), tuple(aggs))
+        if sets is None:
+            self.node = P.Aggregate(self.node, tuple(key_cols), tuple(aggs))
+        else:
+            self.node = self._grouping_sets(key_cols, aggs, sets)
         return items, having, order
+
+    def _grouping_sets(self, key_cols: list[tuple[str, E.Expr]],
+                       aggs: list[tuple[str, E.Aggregate]], sets: list[list[int]]) -> P.Node:
+        """One aggregate per grouping set, the keys it leaves out NULL, as a UNION ALL whose
+        columns have the names the rest of the query reads."""
+        names = self.binder.names
+        fields = tuple(P.Field(n, e.type) for n, e in key_cols) + tuple(
+            P.Field(n, a.type) for n, a in aggs)
+        branches: list[P.Node] = []
+        for chosen in sets:
+            bkeys = tuple((names.fresh(n), e) for i, (n, e) in enumerate(key_cols)
+                          if i in chosen)
+            baggs = tuple((names.fresh(n), a) for n, a in aggs)
+            grouped = P.Aggregate(self.node, bkeys, baggs)
+            by_key = {e: n for n, e in bkeys}
+            cols: list[tuple[str, E.Expr]] = []
+            for n, e in key_cols:
+                value: E.Expr = E.Ref(by_key[e], e.type) if e in by_key else E.Literal(None,
+                                                                                      e.type)
+                cols.append((names.fresh(n), value))
+            cols += [(names.fresh(n), E.Ref(b, a.type)) for (n, a), (b, _) in
+                     zip(aggs, baggs, strict=True)]
+            branches.append(P.Project(grouped, tuple(cols)))
+        node = branches[0]
+        for i, branch in enumerate(branches[1:], 1):
+            last = i == len(branches) - 1
+            out = fields if last else tuple(P.Field(names.fresh(f.name), f.type)
+                                            for f in fields)
+            node = P.SetOp("union", True, node, branch, out)
+        if len(branches) == 1:
+            node = P.Project(node, tuple((f.name, E.Ref(n, f.type)) for f, (n, _) in
+                                         zip(fields, node.exprs, strict=True)))
+        return node
 
     def _outer_names(self) -> set[str]:
         return {f.name for f in self.scope.correlated.values()}

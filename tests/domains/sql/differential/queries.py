@@ -416,8 +416,36 @@ SETOPS = _feature(
     ("select t.d as d from t except select u.d from u order by d nulls first",),
 )
 
+GROUPING = _feature(
+    "grouping",
+    ("select t.g as g, t.b as b, count(*) as n from t group by rollup(t.g, t.b) "
+     "order by g nulls first, b nulls first, n",),
+    ("select t.g as g, t.b as b, count(*) as n from t group by cube(t.g, t.b) "
+     "order by g nulls first, b nulls first, n",),
+    ("select t.g as g, t.b as b, count(*) as n from t group by grouping sets ((t.g), (t.b), "
+     "()) order by g nulls first, b nulls first, n",),
+    ("select t.g as g, sum(t.m) as s, avg(t.f) as a from t group by rollup(t.g) "
+     "order by g nulls first",),
+    ("select t.g as g, t.b as b, min(t.s) as mn from t group by t.g, rollup(t.b) "
+     "order by g nulls first, b nulls first, mn nulls first",),
+    ("select t.g as g, count(*) as n from t group by rollup(t.g) having count(*) > 5 "
+     "order by g nulls first",),
+    ("select t.g as g, count(*) as n from t group by grouping sets ((t.g)) order by g "
+     "nulls first",),
+    ("select count(*) as n, sum(t.i) as s from t group by grouping sets (()) ",),
+    ("select u.k as k, u.s as s, count(u.w) as c from u group by cube(u.k, u.s) "
+     "order by k nulls first, s nulls first, c",),
+    ("select e.k as k, count(*) as n from e group by rollup(e.k) order by k nulls first",),
+    ("select t.g as g, t.b as b, count(*) as n from t group by rollup(t.g, t.b) "
+     "order by n desc, g nulls first, b nulls first limit 4",),
+    ("select extract(year from t.d) as y, count(*) as n from t "
+     "group by rollup(extract(year from t.d)) order by y nulls first, n",),
+    ("select t.g as g, grouping(t.g) as gr from t group by rollup(t.g)", "pending",
+     "GROUPING"),
+)
+
 QUERIES: list[Query] = (ORDERING + JOINS + EXPRESSIONS + AGGREGATES + DECIMAL + NULLS + SUBQUERIES
-                        + SETOPS)
+                        + SETOPS + GROUPING)
 BY_ID = {q.id: q for q in QUERIES}
 assert len(BY_ID) == len(QUERIES), "query ids are unique"
 assert all(q.status in STATUSES for q in QUERIES)
