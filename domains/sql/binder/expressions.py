@@ -1201,3 +1201,15 @@ def _aggregate_filter(b: _Binder, node: exp.Filter) -> Expr:
     where = node.expression.this if isinstance(node.expression, exp.Where) else node.expression
     condition = _boolean(_Binder(b.scope, aggregates=False).bind(where), "FILTER", node)
     return replace(agg, filter=condition)
+
+
+@_handles(exp.Grouping)
+def _grouping(b: _Binder, node: exp.Grouping) -> Expr:
+    """``GROUPING(k1, k2, ...)``: which GROUP BY keys the row's grouping set leaves out, a bit
+    per key (the first the highest); the SELECT binder gives it its value per set."""
+    _enter_aggregate(b, node)
+    if not node.expressions:
+        raise _err("GROUPING needs at least one GROUP BY key", node)
+    with _AggregateScope(b):
+        args = tuple(b.bind(x) for x in node.expressions)
+    return Aggregate("grouping", args, BIGINT)

@@ -473,6 +473,8 @@ class _SelectBinder:
         items = [rewrite(e) for e in items]
         having = rewrite(having) if having is not None else None
         order = [E.SortKey(rewrite(k.expr), k.ascending, k.nulls_first) for k in order]
+        if sets is None and any(a.name == "grouping" for _, a in aggs):
+            sets = [list(range(len(key_cols)))]  # one set: GROUPING() is 0
         if sets is None:
             self.node = P.Aggregate(self.node, tuple(key_cols), tuple(aggs))
         else:
@@ -490,7 +492,7 @@ class _SelectBinder:
         for chosen in sets:
             bkeys = tuple((names.fresh(n), e) for i, (n, e) in enumerate(key_cols)
                           if i in chosen)
-            baggs = tuple((names.fresh(n), a) for n, a in aggs)
+            baggs = tuple((names.fresh(n), a) for n, a in aggs if a.name != "grouping")
             grouped = P.Aggregate(self.node, bkeys, baggs)
             by_key = {e: n for n, e in bkeys}
             cols: list[tuple[str, E.Expr]] = []
@@ -498,8 +500,13 @@ class _SelectBinder:
                 value: E.Expr = E.Ref(by_key[e], e.type) if e in by_key else E.Literal(None,
                                                                                       e.type)
                 cols.append((names.fresh(n), value))
-            cols += [(names.fresh(n), E.Ref(b, a.type)) for (n, a), (b, _) in
-                     zip(aggs, baggs, strict=True)]
+            reduced = iter(baggs)
+            for n, a in aggs:
+                if a.name == "grouping":
+                    value = E.Literal(_grouping_bits(a, key_cols, chosen), a.type)
+                else:
+                    value = E.Ref(next(reduced)[0], a.type)
+                cols.append((names.fresh(n), value))
             branches.append(P.Project(grouped, tuple(cols)))
         node = branches[0]
         for i, branch in enumerate(branches[1:], 1):
@@ -580,6 +587,19 @@ class _SelectBinder:
         self.node = P.Join("mark", self.node, sub.node, E.conjoin(condition), mark=mark,
                            null_aware=compared)
         return E.Ref(mark, BOOLEAN)
+
+
+def _grouping_bits(agg: E.Aggregate, key_cols: list[tuple[str, E.Expr]],
+                   chosen: list[int]) -> int:
+    """GROUPING(args) in the grouping set ``chosen``: a bit per argument, first the
+    highest, 1 where the set leaves that key out."""
+    names = [n for n, _ in key_cols]
+    bits = 0
+    for arg in agg.args:
+        if not (isinstance(arg, E.Ref) and arg.name in names):
+            raise SQLError(f"GROUPING({arg}): its arguments must be GROUP BY keys")
+        bits = (bits << 1) | (names.index(arg.name) not in chosen)
+    return bits
 
 
 def _converted(e: E.Expr, t: SQLType) -> E.Expr:

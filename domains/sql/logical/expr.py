@@ -43,6 +43,7 @@ AGGREGATES = frozenset({
     "count_star", "count", "sum", "avg", "min", "max", "stddev_samp", "stddev_pop",
     "var_samp", "var_pop", "median", "quantile_cont", "string_agg", "bool_and", "bool_or",
     "first",  # any value of the group: a decorrelated scalar subquery's single row
+    "grouping",  # GROUPING(keys): a bit per key, 1 where the grouping set leaves it out
 })
 
 

@@ -440,8 +440,13 @@ GROUPING = _feature(
      "order by n desc, g nulls first, b nulls first limit 4",),
     ("select extract(year from t.d) as y, count(*) as n from t "
      "group by rollup(extract(year from t.d)) order by y nulls first, n",),
-    ("select t.g as g, grouping(t.g) as gr from t group by rollup(t.g)", "pending",
-     "GROUPING"),
+    ("select t.g as g, grouping(t.g) as gr, count(*) as n from t group by rollup(t.g) "
+     "order by gr, g nulls first",),
+    ("select t.g as g, t.b as b, grouping(t.g, t.b) as gr, count(*) as n from t "
+     "group by cube(t.g, t.b) order by gr, g nulls first, b nulls first",),
+    ("select t.g as g, count(*) as n from t group by rollup(t.g) having grouping(t.g) = 0 "
+     "order by g nulls first",),
+    ("select t.g as g, grouping(t.g) as gr from t group by t.g order by g nulls first",),
 )
 
 QUERIES: list[Query] = (ORDERING + JOINS + EXPRESSIONS + AGGREGATES + DECIMAL + NULLS + SUBQUERIES

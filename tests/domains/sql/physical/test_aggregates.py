@@ -113,7 +113,9 @@ def test_aggregates_equal_duckdb(data: dict[str, list[Any]]) -> None:
 
 
 def test_every_aggregate_is_covered() -> None:
-    assert {bind_aggregate(sql).name for sql in AGGREGATE_SQL} == set(AGGREGATES)
+    # GROUPING() is given its value per grouping set by the SELECT binder, never reduced
+    assert {bind_aggregate(sql).name for sql in AGGREGATE_SQL} == set(AGGREGATES) - {
+        "grouping"}
 
 
 def test_sum_overflow_raises() -> None:
