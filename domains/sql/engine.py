@@ -132,15 +132,28 @@ def query(sql: str, catalog: Catalog, comm: Any = None,
                                      np.asarray(lines, dtype=object))})
     comm = resolve_comm(comm)
     options = _checked_options(options)
-    if options.path != "layered":
-        try:
-            select = parse(sql, catalog)
-            if options.path == "fast" or _fast_exact(select):
-                return _execute(select, ScanCache(catalog), comm, options, None, {}, "root")
-        except SQLError:  # not the fast engine's query: the layered engine's binder says
-            if options.path == "fast":  # whether it is valid SQL at all
-                raise
+    answer = _on_fast_path(sql, catalog, options, lambda select: _execute(
+        select, ScanCache(catalog), comm, options, None, {}, "root"))
+    if answer is not None:
+        return answer
     return pipeline.run(sql, catalog, comm, options.broadcast_rows)
+
+
+def _on_fast_path(sql: str, catalog: Catalog, options: QueryOptions,
+                  run: Callable[[exp.Select], Any]) -> Any:
+    """``run(the parsed query)`` when the fast engine answers ``sql``; None when the layered
+    engine does: the path says so, or the fast engine does not take the query as written
+    (its SQLError: the layered engine's binder then says whether it is valid SQL at all)."""
+    if options.path == "layered":
+        return None
+    try:
+        select = parse(sql, catalog)
+        if options.path == "fast" or _fast_exact(select):
+            return run(select)
+    except SQLError:
+        if options.path == "fast":
+            raise
+    return None
 
 
 def _checked_options(options: QueryOptions | None) -> QueryOptions:
@@ -168,14 +181,10 @@ def explain(sql: str, catalog: Catalog, comm: Any = None,
     the layered engine its logical and physical plans, the latter with rows and times."""
     comm = resolve_comm(comm)
     options = _checked_options(options)
-    if options.path != "layered":
-        try:
-            select = parse(sql, catalog)
-            if options.path == "fast" or _fast_exact(select):
-                return _explain_fast(select, catalog, comm, options)
-        except SQLError:
-            if options.path == "fast":
-                raise
+    text = _on_fast_path(sql, catalog, options,
+                         lambda select: _explain_fast(select, catalog, comm, options))
+    if text is not None:
+        return text
     return pipeline.explain(sql, catalog, comm, analyze=True,
                             broadcast_rows=options.broadcast_rows)
 

@@ -280,20 +280,21 @@ def _numeric(e: Expr, what: str, node: exp.Expression) -> Expr:
     return e
 
 
-def _boolean(e: Expr, what: str, node: exp.Expression) -> Expr:
+def _of_type(e: Expr, t: SQLType, what: str, node: exp.Expression) -> Expr:
+    """``e`` checked to be of type ``t``; a bare NULL becomes a NULL of ``t``."""
     if e.type.kind == "null":
-        return Literal(None, BOOLEAN)
-    if e.type != BOOLEAN:
-        raise _err(f"{what} needs a BOOLEAN, got {e.type}", node)
+        return Literal(None, t)
+    if e.type != t:
+        raise _err(f"{what} needs a {t}, got {e.type}", node)
     return e
+
+
+def _boolean(e: Expr, what: str, node: exp.Expression) -> Expr:
+    return _of_type(e, BOOLEAN, what, node)
 
 
 def _string(e: Expr, what: str, node: exp.Expression) -> Expr:
-    if e.type.kind == "null":
-        return Literal(None, VARCHAR)
-    if e.type != VARCHAR:
-        raise _err(f"{what} needs a VARCHAR, got {e.type}", node)
-    return e
+    return _of_type(e, VARCHAR, what, node)
 
 
 def _temporal(e: Expr, what: str, node: exp.Expression) -> Expr:

@@ -731,8 +731,8 @@ def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field],
     moved = [t for t in terms if E.refs(t) & outer]
     kept = [t for t in terms if not E.refs(t) & outer]
     base = filt.input if not kept else P.Filter(filt.input, E.conjoin(kept))
-    if any(E.refs(e) & outer for n in P.nodes(base) for e in _node_exprs(n)) or any(
-            E.refs(e) & outer for n in chain for e in _node_exprs(n)):
+    if any(E.refs(e) & outer for n in P.nodes(base) for e in P.expressions(n)) or any(
+            E.refs(e) & outer for n in chain for e in P.expressions(n)):
         raise UnsupportedSQL("a correlated subquery with outer references outside its WHERE "
                              f"conjuncts is not supported yet{position(sb.select)}")
     if aggregate is None:
@@ -837,20 +837,6 @@ def _keep_inputs(node: P.Node, moved: list[E.Expr]) -> P.Node:
     extra = tuple((n, E.Ref(n, inner[n].type)) for n in sorted(needed) if n in inner
                   and n not in have)
     return P.Project(node.input, node.exprs + extra) if extra else node
-
-
-def _node_exprs(node: P.Node) -> list[E.Expr]:
-    if isinstance(node, P.Filter):
-        return [node.condition]
-    if isinstance(node, P.Project):
-        return [e for _, e in node.exprs]
-    if isinstance(node, P.Join):
-        return [node.condition] if node.condition is not None else []
-    if isinstance(node, P.Aggregate):
-        return [e for _, e in node.keys] + [e for _, e in node.aggregates]
-    if isinstance(node, P.Sort):
-        return [k.expr for k in node.keys]
-    return []
 
 
 def _replace_keys(e: E.Expr, keys: list[tuple[str, E.Expr]]) -> E.Expr:

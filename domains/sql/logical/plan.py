@@ -15,9 +15,9 @@ from .expr import Aggregate as AggregateExpr
 from .expr import Expr, SortKey
 from .types import BOOLEAN, SQLType
 
-__all__ = ["Field", "Node", "Scan", "Values", "Filter", "Project", "Join", "JOIN_KINDS",
-           "SetOp", "SET_KINDS",
-           "Aggregate", "Sort", "Limit", "Distinct", "Output", "Exchange", "explain", "nodes"]
+__all__ = ["Field", "Node", "Scan", "Values", "Filter", "Project", "Join", "JOIN_KINDS", "SetOp",
+           "SET_KINDS", "Aggregate", "Sort", "Limit", "Distinct", "Output", "Exchange",
+           "explain", "expressions", "nodes"]
 
 
 @dataclass(frozen=True)
@@ -133,11 +133,24 @@ class Project(_Unary):
             name if str(e) == name else f"{name} := {e}" for name, e in self.exprs)
 
 
+class _Binary(Node):
+    left: Node
+    right: Node
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.left, self.right)
+
+    def with_inputs(self, inputs: tuple[Node, ...]) -> Node:
+        left, right = inputs
+        return replace(self, left=left, right=right)  # type: ignore[type-var]
+
+
 JOIN_KINDS = ("inner", "left", "right", "full", "semi", "anti", "mark", "single")
 
 
 @dataclass(frozen=True)
-class Join(Node):
+class Join(_Binary):
     """A join of ``left`` and ``right`` on ``condition`` (None: every pair, a cross join).
 
     Kinds: ``inner``, ``left``, ``right``, ``full`` (outer joins pad with NULLs); ``semi`` /
@@ -165,14 +178,6 @@ class Join(Node):
             raise ValueError("a mark join, and only it, names its mark column")
 
     @property
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.left, self.right)
-
-    def with_inputs(self, inputs: tuple[Node, ...]) -> Node:
-        left, right = inputs
-        return replace(self, left=left, right=right)
-
-    @property
     def schema(self) -> tuple[Field, ...]:
         if self.kind in ("semi", "anti"):
             return self.left.schema
@@ -194,7 +199,7 @@ SET_KINDS = ("union", "intersect", "except")
 
 
 @dataclass(frozen=True)
-class SetOp(Node):
+class SetOp(_Binary):
     """``left`` UNION / INTERSECT / EXCEPT ``right``, rows matched by position (both inputs
     have ``fields``' types, in order); ``all`` keeps duplicates (UNION ALL: every row;
     INTERSECT ALL: min of the two counts; EXCEPT ALL: the left count minus the right one),
@@ -209,14 +214,6 @@ class SetOp(Node):
     def __post_init__(self) -> None:
         if self.kind not in SET_KINDS:
             raise ValueError(f"set operation {self.kind!r}: expected one of {SET_KINDS}")
-
-    @property
-    def inputs(self) -> tuple[Node, ...]:
-        return (self.left, self.right)
-
-    def with_inputs(self, inputs: tuple[Node, ...]) -> Node:
-        left, right = inputs
-        return replace(self, left=left, right=right)
 
     @property
     def schema(self) -> tuple[Field, ...]:
@@ -300,6 +297,28 @@ class Exchange(_Unary):
     def describe(self) -> str:
         keys = f" [{', '.join(map(str, self.keys))}]" if self.keys else ""
         return f"Exchange {self.how}{keys}"
+
+
+def expressions(node: Node) -> list[Expr]:
+    """The expressions a node evaluates itself (not its inputs'); an Output reads every
+    column of its input."""
+    if isinstance(node, Filter):
+        return [node.condition]
+    if isinstance(node, Project):
+        return [e for _, e in node.exprs]
+    if isinstance(node, Join):
+        return [node.condition] if node.condition is not None else []
+    if isinstance(node, Aggregate):
+        return [e for _, e in node.keys] + [a for _, a in node.aggregates]
+    if isinstance(node, Sort):
+        return [k.expr for k in node.keys]
+    if isinstance(node, Exchange):
+        return list(node.keys)
+    if isinstance(node, Output):
+        from .expr import Ref
+
+        return [Ref(f.name, f.type) for f in node.input.schema]
+    return []
 
 
 def nodes(plan: Node) -> list[Node]:

@@ -22,28 +22,10 @@ def raw_strings(plan: P.Node) -> P.Node:
     """``plan`` with the scans' raw string columns marked."""
     uses: dict[str, int] = {}
     for node in P.nodes(plan):
-        for e in _exprs(node):
+        for e in P.expressions(node):
             for name in E.refs(e):
                 uses[name] = uses.get(name, 0) + 1
     return _mark(plan, uses)
-
-
-def _exprs(node: P.Node) -> list[E.Expr]:
-    if isinstance(node, P.Filter):
-        return [node.condition]
-    if isinstance(node, P.Project):
-        return [e for _, e in node.exprs]
-    if isinstance(node, P.Join):
-        return [node.condition] if node.condition is not None else []
-    if isinstance(node, P.Aggregate):
-        return [e for _, e in node.keys] + [a for _, a in node.aggregates]
-    if isinstance(node, P.Sort):
-        return [k.expr for k in node.keys]
-    if isinstance(node, P.Exchange):
-        return list(node.keys)
-    if isinstance(node, P.Output):
-        return [E.Ref(f.name, f.type) for f in node.input.schema]
-    return []
 
 
 def _mark(node: P.Node, uses: dict[str, int]) -> P.Node:
