@@ -1019,13 +1019,18 @@ class _AggregateScope:
         self.b.in_aggregate = self.saved
 
 
+def _unordered_argument(b: _Binder, node: exp.AggFunc, name: str) -> tuple[Expr, bool]:
+    """The bound argument and DISTINCT of an aggregate that takes no ORDER BY."""
+    with _AggregateScope(b):
+        arg, distinct, order = _aggregate_args(b, node, name.upper())
+        if order:
+            raise UnsupportedSQL(f"{describe(node)}: ORDER BY in {name.upper()}")
+        return b.bind(arg), distinct
+
+
 def _numeric_aggregate(name: str, result: Callable[[SQLType], SQLType]) -> _Handler:
     def bind(b: _Binder, node: exp.AggFunc) -> Expr:
-        with _AggregateScope(b):
-            arg, distinct, order = _aggregate_args(b, node, name.upper())
-            if order:
-                raise UnsupportedSQL(f"{describe(node)}: ORDER BY in {name.upper()}")
-            e = b.bind(arg)
+        e, distinct = _unordered_argument(b, node, name)
         if name == "sum" and e.type == BOOLEAN:
             e = convert(e, INTEGER)  # DuckDB sums booleans as integers
         e = _numeric(e, name.upper(), node)
@@ -1044,11 +1049,7 @@ _handles(exp.VariancePop)(_numeric_aggregate("var_pop", lambda t: DOUBLE))
 
 def _any_aggregate(name: str) -> _Handler:
     def bind(b: _Binder, node: exp.AggFunc) -> Expr:
-        with _AggregateScope(b):
-            arg, distinct, order = _aggregate_args(b, node, name.upper())
-            if order:
-                raise UnsupportedSQL(f"{describe(node)}: ORDER BY in {name.upper()}")
-            e = b.bind(arg)
+        e, distinct = _unordered_argument(b, node, name)
         return Aggregate(name, (e,), e.type, distinct=distinct)
 
     return bind

@@ -1,8 +1,8 @@
 """Raw string columns: a VARCHAR column that only its scan's filter reads, and only through
 per-entry predicates (LIKE, ILIKE, STARTS_WITH, a comparison with a constant, IN a list of
 constants, IS NULL), is read with Parquet's dictionaries as they are (``Scan.raw``): never
-sorted into a dictionary nor made into Python strings (TPC-H Q13's ``o_comment``: 1.5M
-distinct comments), and dropped right after the filter. A planned column state: EXPLAIN
+sorted into a dictionary nor made into Python strings (a free-text column of millions of
+distinct entries), and dropped right after the filter. A planned column state: EXPLAIN
 shows it on the scan."""
 
 from __future__ import annotations

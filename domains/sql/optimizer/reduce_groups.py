@@ -1,7 +1,7 @@
 """Semi-join reduction of grouped subqueries: a grouped relation joined on its grouping keys
 needs only the groups whose keys the other side has, so its input is first semi-joined with
-those keys (a decorrelated subquery aggregates a fact table per correlation key; TPC-H Q17
-and Q20 then aggregate ``lineitem`` for the few parts the outer query keeps, not for all).
+those keys (a decorrelated subquery aggregates a fact table per correlation key; it then
+aggregates the rows of the few keys the outer query keeps, not all of them).
 
 The keys come from the smallest part of the other side that holds them, found by going down
 through inner joins only (their rows' keys are among that part's): a filtered dimension scan

@@ -1,11 +1,11 @@
 """Aggregate functions over dense group ids, with DuckDB's semantics.
 
-:func:`reduce` computes one :class:`~..logical.expr.Aggregate` for every group: the rows of
-group ``g`` are those with ``ids == g`` (``0 <= g < ngroups``). NULLs are skipped; a group
-with no non-NULL value gives NULL (COUNT gives 0); DISTINCT keeps the first row of each
-(group, value) pair. Columns follow the physical contract of :mod:`.evaluate` (DECIMAL as
-scaled int64, DATE as int32 days, TIMESTAMP as int64 microseconds, VARCHAR as codes into a
-sorted dictionary).
+:func:`aggregate_column` computes one :class:`~..logical.expr.Aggregate` for every group:
+the rows of group ``g`` are those with ``ids == g`` (``0 <= g < ngroups``). NULLs are
+skipped; a group with no non-NULL value gives NULL (COUNT gives 0); DISTINCT keeps the
+first row of each (group, value) pair. Columns follow the physical contract of
+:mod:`.evaluate` (DECIMAL as scaled int64, DATE as int32 days, TIMESTAMP as int64
+microseconds, VARCHAR as codes into a sorted dictionary).
 
 Everything is whole-array NumPy (sorts, ``bincount``) or the numba kernels of
 :mod:`hpc.domains.sql.aggregate` (per-group sums, minima and maxima); no Python loop runs over
@@ -35,10 +35,10 @@ from .evaluate import (
     to_float,
 )
 
-__all__ = ["reduce"]
+__all__ = ["aggregate_column"]
 
 
-def reduce(agg: E.Aggregate, ids: np.ndarray, ngroups: int, args: list[Column],
+def aggregate_column(agg: E.Aggregate, ids: np.ndarray, ngroups: int, args: list[Column],
            arg_types: list[SQLType] | None = None,
            order: list[Column] | None = None) -> Column:
     """The aggregate ``agg`` of every group: a column of ``ngroups`` rows.

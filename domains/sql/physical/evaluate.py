@@ -62,7 +62,7 @@ class Batch:
     columns: dict[str, Column]
     nrows: int
     # columns of the expressions evaluated so far: a subexpression several expressions share
-    # (TPC-H Q1's l_extendedprice * (1 - l_discount)) is computed once
+    # (``price * (1 - discount)`` inside two SUMs) is computed once
     computed: dict[E.Expr, Column] = field(default_factory=dict)
 
     @property
@@ -72,7 +72,7 @@ class Batch:
             return array_module(c.values)
         return np
 
-    def gather(self, rows: np.ndarray, names: set[str] | None = None) -> Batch:
+    def subset(self, rows: np.ndarray, names: set[str] | None = None) -> Batch:
         """Rows ``rows`` of the columns ``names`` (all when None)."""
         keep = self.columns if names is None else {
             k: c for k, c in self.columns.items() if k in names}
@@ -913,7 +913,7 @@ def _logic(e: E.Call, batch: Batch) -> Column:
             rows = np.flatnonzero(~decided)
             if len(rows) == n:
                 raise
-            sub = _bools(arg, batch.gather(rows, E.refs(arg)))
+            sub = _bools(arg, batch.subset(rows, E.refs(arg)))
             values = np.full(n, is_and, dtype=bool)
             values[rows] = sub.values
             valid = None
@@ -1078,15 +1078,15 @@ def _case_by_rows(e: E.Case, batch: Batch) -> Column:
     left = np.arange(n)
     parts: list[tuple[np.ndarray, Column]] = []
     for c, v in e.whens:
-        sub = batch.gather(left, E.refs(c))
+        sub = batch.subset(left, E.refs(c))
         hit = predicate(_bools(c, sub))
         rows = left[hit]
         if len(rows):
-            parts.append((rows, _as(evaluate(v, batch.gather(rows, E.refs(v))), v.type,
+            parts.append((rows, _as(evaluate(v, batch.subset(rows, E.refs(v))), v.type,
                                     e.type)))
         left = left[~hit]
     if len(left) or not parts:
-        parts.append((left, _as(evaluate(e.default, batch.gather(left, E.refs(e.default))),
+        parts.append((left, _as(evaluate(e.default, batch.subset(left, E.refs(e.default))),
                                 e.default.type, e.type)))
     dictionary = None
     codes = [c.values for _, c in parts]

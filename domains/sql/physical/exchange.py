@@ -23,7 +23,7 @@ from hpc.backend import array_module
 from hpc.collectives import allreduce
 from hpc.shuffle import hash_partition
 
-__all__ = ["hash_rows", "exchange", "global_dictionaries", "global_count", "key_hash",
+__all__ = ["hash_rows", "exchange", "global_dictionaries", "key_hash",
            "mark_global", "global_count_many", "agree"]
 
 _global: dict[int, Any] = {}  # id -> weak reference of dictionaries equal on every rank
@@ -145,11 +145,6 @@ def global_dictionaries(columns: dict[str, Column], comm: Any) -> dict[str, Colu
             mark_global(c.dictionary)
         out[name] = c
     return {n: out[n] for n in columns}
-
-
-def global_count(n: int, comm: Any) -> int:
-    """Collective. The sum of ``n`` over the ranks."""
-    return int(allreduce(int(n), "sum", comm)) if comm.Get_size() > 1 else int(n)
 
 
 def global_count_many(counts: list[int], comm: Any) -> np.ndarray:

@@ -22,7 +22,7 @@ from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.optimizer.distribute import equi_keys
 from hpc.domains.sql.table import Column, Decimals, Table, settle
 
-from .aggregates import reduce, sort_rank
+from .aggregates import aggregate_column, sort_rank
 from .evaluate import Batch, evaluate
 from .exchange import agree, exchange, global_count_many, mark_global
 from .join import Side, join
@@ -198,7 +198,7 @@ class Executor:
                 kept = _rows_where(evaluate(agg.filter, batch))
                 own[kept] = ids[kept]
                 groups = ngroups + 1
-            column = reduce(agg, own, groups, args, [a.type for a in agg.args], order)
+            column = aggregate_column(agg, own, groups, args, [a.type for a in agg.args], order)
             out[name] = column.take(np.arange(ngroups)) if groups != ngroups else column
         return Side(out, ngroups)
 

@@ -1,7 +1,7 @@
 """Differential tests of the physical aggregates against DuckDB: random columns rich in NULLs,
 duplicates, extremes and empty groups, grouped by a small key; each aggregate's SQL text is
 bound by our binder, its arguments evaluated and reduced by
-:func:`~hpc.domains.sql.physical.aggregates.reduce`, and compared with DuckDB's
+:func:`~hpc.domains.sql.physical.aggregates.aggregate_column`, and compared with DuckDB's
 ``SELECT k, agg FROM t GROUP BY k`` group by group."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from hpc.domains.sql.binder.expressions import bind_expression  # noqa: E402
 from hpc.domains.sql.errors import SQLError  # noqa: E402
 from hpc.domains.sql.logical import types as T  # noqa: E402
 from hpc.domains.sql.logical.expr import AGGREGATES, Aggregate  # noqa: E402
-from hpc.domains.sql.physical.aggregates import reduce  # noqa: E402
+from hpc.domains.sql.physical.aggregates import aggregate_column  # noqa: E402
 from hpc.domains.sql.physical.evaluate import evaluate  # noqa: E402
 from hpc.domains.sql.table import Column  # noqa: E402
 
@@ -51,7 +51,7 @@ def ours(agg: Aggregate, data: dict[str, list[Any]]) -> Column:
     ids = np.asarray(data["k"], dtype=np.int64)
     args = [evaluate(a, batch) for a in agg.args]
     order = [evaluate(k.expr, batch) for k in agg.order]
-    return reduce(agg, ids, NGROUPS, args, order=order)
+    return aggregate_column(agg, ids, NGROUPS, args, order=order)
 
 
 def check(sql: str, data: dict[str, list[Any]], con: Any) -> None:
@@ -124,9 +124,9 @@ def test_sum_overflow_raises() -> None:
     agg = bind_aggregate("sum(b)")
     big = Column(np.array([2**62, 2**62, -5], dtype=np.int64), "int")
     ids = np.zeros(3, dtype=np.int64)
-    assert reduce(agg, ids, 1, [big]).values[0] == 2**63 - 5
+    assert aggregate_column(agg, ids, 1, [big]).values[0] == 2**63 - 5
     with pytest.raises(SQLError, match="SUM"):
-        reduce(agg, ids, 1, [Column(np.array([2**62, 2**62, 5], dtype=np.int64), "int")])
+        aggregate_column(agg, ids, 1, [Column(np.array([2**62, 2**62, 5], dtype=np.int64), "int")])
 
 
 def test_empty_input() -> None:
