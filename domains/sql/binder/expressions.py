@@ -88,6 +88,8 @@ class _Binder:
         self.scope = scope
         self.aggregates = aggregates
         self.in_aggregate: exp.Expression | None = None
+        # a window's aggregate function: its arguments may hold the query's aggregates
+        self.windowed: exp.Expression | None = None
 
     def bind(self, node: exp.Expression) -> Expr:
         handler = _HANDLERS.get(type(node))
@@ -96,8 +98,16 @@ class _Binder:
         return handler(self, node)
 
     def sort_key(self, node: exp.Ordered) -> SortKey:
+        nulls_first = bool(node.args.get("nulls_first")) if explicit_nulls(node) else False
         return SortKey(self.bind(node.this), ascending=not node.args.get("desc"),
-                       nulls_first=bool(node.args.get("nulls_first")))
+                       nulls_first=nulls_first)
+
+
+def explicit_nulls(o: exp.Ordered) -> bool:
+    """Whether the ORDER BY term spelled NULLS FIRST/LAST (sqlglot fills the flag in either
+    way; DuckDB's default is NULLS LAST for ASC and DESC)."""
+    text = o.sql(dialect="duckdb").upper()
+    return "NULLS FIRST" in text or "NULLS LAST" in text
 
 
 # ---------------------------------------------------------------------------------------
@@ -981,6 +991,9 @@ def _log(b: _Binder, node: exp.Log) -> Expr:
 
 def _enter_aggregate(b: _Binder, node: exp.Expression) -> None:
     """Check that an aggregate may appear here and mark its arguments as inside it."""
+    if node is b.windowed:
+        b.windowed = None
+        return
     if b.in_aggregate is not None:
         raise _err(f"aggregate {_name(node)} inside aggregate {_name(b.in_aggregate)}", node)
     if not b.aggregates:
@@ -1187,11 +1200,6 @@ def _scalar_subquery(b: _Binder, node: exp.Subquery) -> Expr:
 @_handles(exp.Exists)
 def _exists(b: _Binder, node: exp.Exists) -> Expr:
     return b.scope.plan_subquery("exists", _query_of(node.this), None, node)
-
-
-@_handles(exp.Window)
-def _window(b: _Binder, node: exp.Window) -> Expr:
-    raise UnsupportedSQL(f"window function {describe(node)} is not supported")
 
 
 @_handles(exp.Filter)

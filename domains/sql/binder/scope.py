@@ -60,6 +60,8 @@ class Scope:
         Outer columns this scope's expressions used: ``(alias, column) -> Field``.
     aliases : dict
         SELECT-list aliases usable in GROUP BY / HAVING / ORDER BY: name -> bound expression.
+    windows : dict
+        The SELECT's named windows (``WINDOW w AS (...)``): name -> their definition.
     """
 
     columns: dict[tuple[str, str], Field]
@@ -68,6 +70,7 @@ class Scope:
     subquery: SubqueryHandler | None = None
     correlated: dict[tuple[str, str], Field] = field(default_factory=dict)
     aliases: dict[str, Expr] = field(default_factory=dict)
+    windows: dict[str, exp.Window] = field(default_factory=dict)
 
     def child(self, columns: dict[tuple[str, str], Field],
               subquery: SubqueryHandler | None = None) -> Scope:

@@ -23,7 +23,8 @@ from hpc.domains.sql.logical.types import BIGINT, BOOLEAN, SQLType, common_type
 from sqlglot import exp, parse_one
 from sqlglot.errors import OptimizeError, ParseError
 
-from .expressions import bind_expression, unify
+from . import windows  # noqa: F401  (registers the window function binder)
+from .expressions import bind_expression, explicit_nulls, unify
 from .scope import Names, Scope
 
 __all__ = ["bind", "parse"]
@@ -233,9 +234,7 @@ class _SelectBinder:
     # -- the clauses, in order --------------------------------------------------------------
     def bind(self) -> tuple[P.Node, list[P.Field], list[str]]:
         s = self.select
-        for key in ("windows", "qualify"):
-            if s.args.get(key):
-                raise UnsupportedSQL(f"{key.upper()} is not supported yet{position(s.args[key])}")
+        self.scope.windows = {w.this.name: w for w in s.args.get("windows") or []}
         with_ = s.args.get("with_") or s.args.get("with")
         if with_:
             if with_.args.get("recursive"):
@@ -246,6 +245,7 @@ class _SelectBinder:
         if where is not None:
             condition = self._bind(where.this)  # first: its subqueries join onto self.node
             _check_boolean(condition, where)
+            _no_window(condition, "WHERE", where)
             self.node = P.Filter(self.node, condition)
         self.pending = [] if _aggregated(s) else None  # plan their subqueries after grouping
         items = [self._bind(e) for e in s.expressions]
@@ -256,6 +256,12 @@ class _SelectBinder:
             self.scope.aliases.setdefault(name, e)
         having = s.args.get("having")
         having_expr = self._bind(having.this) if having is not None else None
+        if having_expr is not None:
+            _no_window(having_expr, "HAVING", having)
+        qualify = s.args.get("qualify")
+        if qualify is not None:  # bound beside the SELECT list: its aggregates are the same
+            items.append(self._bind(qualify.this))
+            _check_boolean(items[-1], qualify)
         order = self._order_keys()
         group = s.args.get("group")
         keys, sets = self._grouping(group) if group else ([], None)
@@ -272,6 +278,12 @@ class _SelectBinder:
         items = self._plan_pending(items)
         order = [E.SortKey(e, k.ascending, k.nulls_first) for k, e in
                  zip(order, self._plan_pending([k.expr for k in order]), strict=True)]
+        done = self._windows(items + [k.expr for k in order])
+        items = done[: len(items)]
+        order = [E.SortKey(e, k.ascending, k.nulls_first)
+                 for k, e in zip(order, done[len(items):], strict=True)]
+        if qualify is not None:
+            self.node = P.Filter(self.node, items.pop())
         out = self._output_fields(items, names)
         exprs = [(f.name, e) for f, e in zip(out, items, strict=True)]
         distinct = s.args.get("distinct")
@@ -299,6 +311,25 @@ class _SelectBinder:
         if limit is not None or offset:
             self.node = P.Limit(self.node, limit, offset or 0)
         return self.node, out, names
+
+    def _windows(self, exprs: list[E.Expr]) -> list[E.Expr]:
+        """Plan the window functions of ``exprs`` (one window node per partition and order,
+        in the order they first appear) and return ``exprs`` reading their columns."""
+        found: dict[E.Window, str] = {}
+        for e in exprs:
+            for n in E.walk(e):
+                if isinstance(n, E.Window) and n not in found:
+                    found[n] = self.binder.names.fresh(n.name)
+        specs: dict[tuple, list[tuple[str, E.Window]]] = {}
+        for w, name in found.items():
+            specs.setdefault(w.spec, []).append((name, w))
+        for (partition, order), functions in specs.items():
+            self.node = P.Window(self.node, partition, order, tuple(functions))
+
+        def put(n: E.Expr) -> E.Expr | None:
+            return E.Ref(found[n], n.type) if isinstance(n, E.Window) else None
+
+        return [E.transform(e, put) for e in exprs]
 
     def _output_fields(self, items: list[E.Expr], names: list[str]) -> list[P.Field]:
         """Plan names of the SELECT list: a column passed through keeps its name (the first
@@ -361,6 +392,7 @@ class _SelectBinder:
                           outer=self.outer, subquery=None)
             condition = bind_expression(on, scope)
             _check_boolean(condition, on)
+            _no_window(condition, "JOIN ... ON", on)
         elif kind != "inner":
             raise SQLError(f"{kind.upper()} JOIN needs an ON condition: {describe(j)}")
         return _Relation(P.Join(kind, left.node, right.node, condition), columns)
@@ -386,7 +418,7 @@ class _SelectBinder:
                 bound = self._bind(term)
             descending = bool(o.args.get("desc"))
             nulls_first = o.args.get("nulls_first")
-            explicit = _explicit_nulls(o)
+            explicit = explicit_nulls(o)
             keys.append(E.SortKey(bound, not descending,
                                   bool(nulls_first) if explicit else False))
         return keys
@@ -400,6 +432,7 @@ class _SelectBinder:
 
         def index(node: exp.Expression) -> int:
             bound = self._bind(node)
+            _no_window(bound, "GROUP BY", node)
             for i, k in enumerate(keys):
                 if k == bound:
                     return i
@@ -623,7 +656,7 @@ def _order_and_limit(node: P.Node, tree: exp.Expression, fields: list[P.Field],
                 raise UnsupportedSQL(f"ORDER BY of a set operation names an output column or "
                                      f"position: {describe(term)}")
             keys.append(E.SortKey(E.Ref(f.name, f.type), not o.args.get("desc"),
-                                  bool(o.args.get("nulls_first")) if _explicit_nulls(o)
+                                  bool(o.args.get("nulls_first")) if explicit_nulls(o)
                                   else False))
         node = P.Sort(node, tuple(keys))
     limit = tree.args.get("limit")
@@ -648,12 +681,27 @@ def _aggregated(select: exp.Select) -> bool:
     if select.args.get("group") or select.args.get("having"):
         return True
     nested = (exp.Select, exp.Subquery)
-    for part in select.expressions + ([select.args["order"]] if select.args.get("order")
-                                      else []):
+    parts = select.expressions + [select.args[k] for k in ("order", "qualify")
+                                  if select.args.get(k)]
+    for part in parts:
         for n in part.walk(prune=lambda n: isinstance(n, nested)):
-            if isinstance(n, exp.AggFunc):
+            if isinstance(n, exp.AggFunc) and not _window_function(n):
                 return True
     return False
+
+
+def _window_function(node: exp.Expression) -> bool:
+    """Whether ``node`` is the function a window applies (``SUM(x) OVER ...``), not an
+    aggregate of the query's groups."""
+    while isinstance(node.parent, exp.IgnoreNulls | exp.RespectNulls | exp.Filter) and \
+            node.arg_key == "this":
+        node = node.parent
+    return isinstance(node.parent, exp.Window) and node.arg_key == "this"
+
+
+def _no_window(e: E.Expr, clause: str, node: exp.Expression) -> None:
+    if any(isinstance(n, E.Window) for n in E.walk(e)):
+        raise SQLError(f"{clause} cannot contain window functions{position(node)}")
 
 
 @dataclass
@@ -713,6 +761,9 @@ def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field],
     while not isinstance(plan, P.Filter | P.Aggregate | P.Join | P.Scan | P.Values):
         chain.append(plan)  # Project / Sort / Limit / Distinct above the WHERE
         plan = plan.inputs[0]
+    if any(isinstance(n, P.Window) for n in chain):
+        raise UnsupportedSQL("a correlated subquery with window functions is not supported "
+                             f"yet{position(sb.select)}")
     if any(isinstance(n, P.Limit | P.Distinct | P.Sort) for n in chain):
         raise UnsupportedSQL("a correlated subquery with LIMIT, DISTINCT or ORDER BY is not "
                              f"supported yet{position(sb.select)}")
@@ -863,10 +914,3 @@ def _comparison(op: str, a: E.Expr, b: E.Expr, node: exp.Expression) -> E.Expr:
 def _check_boolean(e: E.Expr, node: exp.Expression) -> None:
     if e.type.kind not in ("boolean", "null"):
         raise SQLError(f"a condition must be BOOLEAN, got {e.type}{position(node)}")
-
-
-def _explicit_nulls(o: exp.Ordered) -> bool:
-    """Whether the ORDER BY term spelled NULLS FIRST/LAST (sqlglot fills the flag in either
-    way; DuckDB's default is NULLS LAST for ASC and DESC)."""
-    text = o.sql(dialect="duckdb").upper()
-    return "NULLS FIRST" in text or "NULLS LAST" in text

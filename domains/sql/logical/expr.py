@@ -14,8 +14,9 @@ from typing import Any
 
 from .types import BOOLEAN, SQLType
 
-__all__ = ["Expr", "Ref", "Literal", "Call", "Case", "Aggregate", "SortKey", "FUNCTIONS",
-           "AGGREGATES", "walk", "transform", "refs", "conjuncts", "conjoin", "TRUE"]
+__all__ = ["Expr", "Ref", "Literal", "Call", "Case", "Aggregate", "SortKey", "Bound", "Frame",
+           "Window", "FUNCTIONS", "AGGREGATES", "WINDOW_FUNCTIONS", "WHOLE_PARTITION", "walk",
+           "transform", "refs", "conjuncts", "conjoin", "TRUE"]
 
 # Scalar functions, by the name a Call carries (the binder maps SQL spellings onto these).
 FUNCTIONS = frozenset({
@@ -44,6 +45,13 @@ AGGREGATES = frozenset({
     "var_samp", "var_pop", "median", "quantile_cont", "string_agg", "bool_and", "bool_or",
     "first",  # any value of the group: a decorrelated scalar subquery's single row
     "grouping",  # GROUPING(keys): a bit per key, 1 where the grouping set leaves it out
+})
+
+
+# Window functions of their own (every aggregate may also be windowed).
+WINDOW_FUNCTIONS = frozenset({
+    "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile",
+    "lag", "lead", "first_value", "last_value", "nth_value",
 })
 
 
@@ -193,6 +201,111 @@ class Aggregate(Expr):
         where = f" FILTER (WHERE {self.filter})" if self.filter is not None else ""
         return f"{self.name}({inner}){where}"
 
+
+BOUND_SIDES = ("unbounded_preceding", "preceding", "current", "following",
+               "unbounded_following")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One end of a window frame: ``side`` (one of :data:`BOUND_SIDES`) and, for
+    ``preceding`` / ``following``, the constant ``offset`` (rows for ROWS frames, a value
+    of the ORDER BY key's type for RANGE frames)."""
+
+    side: str
+    offset: Any = None
+
+    def __post_init__(self) -> None:
+        if self.side not in BOUND_SIDES:
+            raise ValueError(f"frame bound {self.side!r}: expected one of {BOUND_SIDES}")
+
+    def __str__(self) -> str:
+        words = self.side.replace("_", " ").upper()
+        if self.side == "current":
+            return "CURRENT ROW"
+        return f"{self.offset} {words}" if self.offset is not None else words
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A window frame: ``kind`` ``"rows"`` (positions) or ``"range"`` (ORDER BY values;
+    CURRENT ROW means the row and its peers), from ``start`` to ``end``, both included."""
+
+    kind: str
+    start: Bound
+    end: Bound
+
+    def __str__(self) -> str:
+        return f"{self.kind.upper()} BETWEEN {self.start} AND {self.end}"
+
+
+WHOLE_PARTITION = Frame("rows", Bound("unbounded_preceding"), Bound("unbounded_following"))
+
+
+@dataclass(frozen=True)
+class Window(Expr):
+    """Window function ``name`` (one of :data:`WINDOW_FUNCTIONS` or :data:`AGGREGATES`) of
+    ``args`` over the rows of the current row's partition (equal ``partition`` values)
+    ordered by ``order``, within ``frame``. ``params``: constant arguments (NTILE's bucket
+    count, LAG/LEAD's offset, NTH_VALUE's position); ``ignore_nulls`` for the value
+    functions; ``distinct`` and ``filter`` as for :class:`Aggregate`. LAG/LEAD's default is
+    their second argument."""
+
+    name: str
+    args: tuple[Expr, ...]
+    type: SQLType
+    partition: tuple[Expr, ...] = ()
+    order: tuple[SortKey, ...] = ()
+    frame: Frame = WHOLE_PARTITION
+    params: tuple[Any, ...] = ()
+    ignore_nulls: bool = False
+    distinct: bool = False
+    filter: Expr | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in WINDOW_FUNCTIONS and self.name not in AGGREGATES:
+            raise ValueError(f"unknown window function {self.name!r}")
+
+    @property
+    def children(self) -> tuple[Expr, ...]:
+        own = self.args + self.partition + tuple(k.expr for k in self.order)
+        return own + ((self.filter,) if self.filter is not None else ())
+
+    def with_children(self, children: tuple[Expr, ...]) -> Expr:
+        c = tuple(children)
+        a, p = len(self.args), len(self.args) + len(self.partition)
+        o = p + len(self.order)
+        order = tuple(replace(k, expr=e) for k, e in zip(self.order, c[p:o], strict=True))
+        return replace(self, args=c[:a], partition=c[a:p], order=order,
+                       filter=c[o] if self.filter is not None else None)
+
+    @property
+    def spec(self) -> tuple[tuple[Expr, ...], tuple[SortKey, ...]]:
+        """What a window plan node shares among its functions: partition and order."""
+        return self.partition, self.order
+
+    def __str__(self) -> str:
+        inner = ", ".join(map(str, self.args))
+        if self.distinct:
+            inner = "DISTINCT " + inner
+        if self.params:
+            inner += (", " if inner else "") + ", ".join(map(repr, self.params))
+        text = f"{self.name}({inner})" + (" IGNORE NULLS" if self.ignore_nulls else "")
+        if self.filter is not None:
+            text += f" FILTER (WHERE {self.filter})"
+        over = []
+        if self.partition:
+            over.append("PARTITION BY " + ", ".join(map(str, self.partition)))
+        if self.order:
+            over.append("ORDER BY " + ", ".join(map(str, self.order)))
+        if self.name not in _FRAMELESS:
+            over.append(str(self.frame))
+        return f"{text} OVER ({' '.join(over)})"
+
+
+# window functions that ignore the frame
+_FRAMELESS = frozenset({"row_number", "rank", "dense_rank", "percent_rank", "cume_dist",
+                        "ntile", "lag", "lead"})
 
 TRUE = Literal(True, BOOLEAN)
 

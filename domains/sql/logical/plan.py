@@ -13,10 +13,11 @@ from typing import Any
 
 from .expr import Aggregate as AggregateExpr
 from .expr import Expr, SortKey
+from .expr import Window as WindowExpr
 from .types import BOOLEAN, SQLType
 
 __all__ = ["Field", "Node", "Scan", "Values", "Filter", "Project", "Join", "JOIN_KINDS", "SetOp",
-           "SET_KINDS", "Aggregate", "Sort", "Limit", "Distinct", "Output", "Exchange",
+           "SET_KINDS", "Aggregate", "Window", "Sort", "Limit", "Distinct", "Output", "Exchange",
            "explain", "expressions", "nodes"]
 
 
@@ -244,6 +245,35 @@ class Aggregate(_Unary):
 
 
 @dataclass(frozen=True)
+class Window(_Unary):
+    """Every row of ``input`` plus one column per window function of ``functions`` ((name,
+    window expression) pairs, all with the same partition and order: ``partition`` and
+    ``order``)."""
+
+    input: Node
+    partition: tuple[Expr, ...]
+    order: tuple[SortKey, ...]
+    functions: tuple[tuple[str, WindowExpr], ...]
+
+    def __post_init__(self) -> None:
+        if any(w.spec != (self.partition, self.order) for _, w in self.functions):
+            raise ValueError("a Window node's functions share its partition and order")
+
+    @property
+    def schema(self) -> tuple[Field, ...]:
+        return self.input.schema + tuple(Field(n, w.type) for n, w in self.functions)
+
+    def describe(self) -> str:
+        spec = []
+        if self.partition:
+            spec.append("partition by " + ", ".join(map(str, self.partition)))
+        if self.order:
+            spec.append("order by " + ", ".join(map(str, self.order)))
+        return f"Window [{'; '.join(spec)}] " + ", ".join(
+            f"{n} := {w}" for n, w in self.functions)
+
+
+@dataclass(frozen=True)
 class Sort(_Unary):
     """``input`` ordered by ``keys`` (stable: ties keep their order)."""
 
@@ -312,6 +342,8 @@ def expressions(node: Node) -> list[Expr]:
         return [e for _, e in node.keys] + [a for _, a in node.aggregates]
     if isinstance(node, Sort):
         return [k.expr for k in node.keys]
+    if isinstance(node, Window):
+        return [w for _, w in node.functions]
     if isinstance(node, Exchange):
         return list(node.keys)
     if isinstance(node, Output):

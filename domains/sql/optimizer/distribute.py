@@ -6,7 +6,8 @@ Each node's rows are ``spread`` (any rows on any rank: a scan), on the ``root`` 
 gathered result) or ``replicated`` (every rank holds all of them: a broadcast join side).
 A join broadcasts its smaller side when that side is small (or NOT IN's null-aware side,
 whose NULLs every rank must see), else hash-partitions both sides on the equi-join keys;
-an aggregate or DISTINCT hash-partitions on its keys (a scalar aggregate gathers); sorting,
+an aggregate or DISTINCT hash-partitions on its keys (a scalar aggregate gathers), a window
+node on its PARTITION BY keys (without them it gathers); sorting,
 LIMIT and the result gather on rank 0, a LIMIT under ORDER BY keeping each rank's top rows
 first.
 """
@@ -118,6 +119,10 @@ def _place(node: P.Node, rows_of: Callable[[str], int],
             return node.with_inputs((child,)), "root"
         keys = tuple(E.Ref(f.name, f.type) for f in child.schema)
         return node.with_inputs((P.Exchange(child, "hash", keys),)), "spread"
+    if isinstance(node, P.Window):
+        if not node.partition or where == "root":  # one ordered sequence: on rank 0
+            return node.with_inputs((_gather(child, where),)), "root"
+        return node.with_inputs((P.Exchange(child, "hash", node.partition),)), "spread"
     if isinstance(node, P.Sort):
         return node.with_inputs((_gather(child, where),)), "root"
     if isinstance(node, P.Limit):

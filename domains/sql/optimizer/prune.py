@@ -48,6 +48,13 @@ def _prune(node: P.Node, needed: set[str]) -> P.Node:
         aggs = tuple((n, a) for n, a in node.aggregates if n in needed)
         used = _refs([e for _, e in node.keys] + [a for _, a in aggs])
         return replace(node, input=_prune(node.input, used), aggregates=aggs)
+    if isinstance(node, P.Window):
+        functions = tuple((n, w) for n, w in node.functions if n in needed)
+        own = {n for n, _ in node.functions}
+        below = (needed - own) | _refs([w for _, w in functions])
+        if not functions:
+            return _prune(node.input, below)
+        return replace(node, input=_prune(node.input, below), functions=functions)
     if isinstance(node, P.SetOp):  # rows match by position: every column stays
         return node.with_inputs(tuple(_prune(c, {f.name for f in c.schema})
                                       for c in node.inputs))

@@ -37,6 +37,13 @@ def _map_exprs(node: P.Node, fn: Any) -> P.Node:
                        aggregates=tuple((n, fn(a)) for n, a in node.aggregates))
     if isinstance(node, P.Sort):
         return replace(node, keys=tuple(replace(k, expr=fn(k.expr)) for k in node.keys))
+    if isinstance(node, P.Window):  # partition and order stay as the node shares them
+        functions = []
+        for name, w in node.functions:
+            args = tuple(fn(a) for a in w.args)
+            functions.append((name, replace(w, args=args, filter=fn(w.filter)
+                                            if w.filter is not None else None)))
+        return replace(node, functions=tuple(functions))
     return node
 
 

@@ -13,19 +13,19 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from hpc.domains.sql import strings
-from hpc.domains.sql.aggregate import combine_ids, group_ids
 from hpc.domains.sql.catalog import Catalog, ScanCache
 from hpc.domains.sql.errors import SQLError
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.optimizer.distribute import equi_keys
-from hpc.domains.sql.table import Column, Decimals, Table, settle
+from hpc.domains.sql.table import Column, Decimals, Table
 
-from .aggregates import aggregate_column, sort_rank
+from .aggregates import aggregate_column
+from .columns import group_keys, sort_order, stack
 from .evaluate import Batch, evaluate
 from .exchange import agree, exchange, global_count_many, mark_global
 from .join import Side, join
+from .window import window_columns
 
 __all__ = ["Executor"]
 
@@ -44,26 +44,6 @@ def _rows_where(c: Column) -> np.ndarray:
 
 def _take(side: Side, rows: np.ndarray) -> Side:
     return Side({n: c.take(rows) for n, c in side.columns.items()}, len(rows))
-
-
-def _group_keys(cols: list[Column], n: int) -> tuple[np.ndarray, int, np.ndarray]:
-    """Dense group ids of rows by key columns (NULL a value of its own), their count and
-    each group's first row."""
-    if not cols:
-        return np.zeros(n, np.int64), 1, np.zeros(1, np.int64)
-    arrays, valids = [], []
-    for c in cols:
-        v = c.values
-        if v.dtype.kind == "f":
-            v = (v.astype(np.float64) + 0.0).view(np.int64)
-        elif v.dtype.kind == "b":
-            v = v.astype(np.int64)
-        if c.valid is not None:
-            v = np.where(c.valid, v, np.zeros(1, v.dtype))
-        arrays.append(v)
-        valids.append(c.valid)
-    ids, ngroups, first = group_ids(combine_ids(arrays, valids))
-    return ids, ngroups, first
 
 
 class Executor:
@@ -90,6 +70,7 @@ class Executor:
             P.Project: self._project, P.Join: self._join, P.Aggregate: self._aggregate,
             P.Distinct: self._distinct, P.Sort: self._sort, P.Limit: self._limit,
             P.Exchange: self._exchange, P.Output: self._output_side, P.SetOp: self._setop,
+            P.Window: self._window,
         }
 
     def run(self, plan: P.Node) -> Table:
@@ -185,7 +166,7 @@ class Executor:
         keys = [evaluate(e, batch) for _, e in node.keys]
         if not node.keys and not self._root() and self.comm.Get_size() > 1:
             return Side({f.name: _empty(f) for f in node.schema}, 0)
-        ids, ngroups, first = _group_keys(keys, side.nrows)
+        ids, ngroups, first = group_keys(keys, side.nrows)
         if not node.keys:
             first = np.zeros(0, np.int64)
         out = {name: k.take(first) for (name, _), k in zip(node.keys, keys, strict=True)}
@@ -204,7 +185,7 @@ class Executor:
 
     def _distinct(self, node: P.Distinct) -> Side:
         side = self.side(node.input)
-        _, ngroups, first = _group_keys(list(side.columns.values()), side.nrows)
+        _, ngroups, first = group_keys(list(side.columns.values()), side.nrows)
         if not side.columns:  # no columns: one row if there were any
             return Side({}, min(side.nrows, 1))
         return _take(side, first)
@@ -217,7 +198,7 @@ class Executor:
         names = [f.name for f in node.fields]
         if node.kind == "union" and node.all:
             return Side(dict(zip(names, cols, strict=True)), n)
-        ids, ngroups, first = _group_keys(cols, n)
+        ids, ngroups, first = group_keys(cols, n)
         if not cols:  # no columns: rows are all equal
             ids, ngroups, first = np.zeros(n, np.int64), int(n > 0), np.zeros(int(n > 0),
                                                                               np.int64)
@@ -234,6 +215,11 @@ class Executor:
         rows = np.repeat(first, copies)
         return Side({name: c.take(rows) for name, c in zip(names, cols, strict=True)},
                     len(rows))
+
+    def _window(self, node: P.Window) -> Side:
+        side = self.side(node.input)
+        added = window_columns(node, _batch(side))
+        return Side({**side.columns, **added}, side.nrows)
 
     # -- ordering ---------------------------------------------------------------------------
     def _sort(self, node: P.Sort) -> Side:
@@ -262,49 +248,6 @@ class Executor:
 
     def _output_side(self, node: P.Output) -> Side:
         return self.side(node.input)
-
-
-def stack(a: Column, b: Column) -> Column:
-    """The rows of ``a`` then those of ``b`` (one type; strings through a merged
-    dictionary)."""
-    valid = None
-    if a.valid is not None or b.valid is not None:
-        valid = np.concatenate([np.ones(len(a), bool) if a.valid is None else a.valid,
-                                np.ones(len(b), bool) if b.valid is None else b.valid])
-    if a.kind != "string":
-        return Column(np.concatenate([a.values, b.values]), a.kind, None, valid)
-    if a.dictionary is b.dictionary:
-        return Column(np.concatenate([a.values, b.values]), a.kind, a.dictionary, valid)
-    a, b = settle(a), settle(b)
-    merged = strings.merge([a.dictionary, b.dictionary])
-    codes = []
-    for c in (a, b):
-        remap = strings.remap(c.dictionary, merged)
-        codes.append(remap[c.values] if len(remap) else np.zeros(len(c), np.int32))
-    return Column(np.concatenate(codes).astype(np.int32), "string", merged, valid)
-
-
-def sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
-    """Row order for ORDER BY keys ``(column, ascending, nulls_first)`` (stable; NULLs tie
-    with each other)."""
-    if not keys:
-        return np.arange(n)
-    arrays = []
-    for col, ascending, nulls_first in keys:
-        v = col.values
-        if v.dtype.kind == "f":  # by rank: NaN above +inf, as DuckDB orders it
-            arrays.append(sort_rank(col, ascending, nulls_first))
-            continue
-        if v.dtype.kind == "b":
-            v = v.astype(np.int8)
-        if col.valid is not None:  # the values under NULLs are noise: make them tie
-            v = np.where(col.valid, v, np.zeros(1, v.dtype))
-        if not ascending:
-            v = ~v.astype(np.int64)
-        null = np.zeros(n, np.int8) if col.valid is None else (~col.valid).astype(np.int8)
-        arrays.append(-null if nulls_first else null)
-        arrays.append(v)
-    return np.lexsort(arrays[::-1])
 
 
 def _physical(c: Column, t: Any) -> Column:

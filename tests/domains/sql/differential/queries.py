@@ -449,8 +449,98 @@ GROUPING = _feature(
     ("select t.g as g, grouping(t.g) as gr from t group by t.g order by g nulls first",),
 )
 
+WINDOWS = _feature(
+    "windows",
+    # ranking, ties broken by a unique key where the order must be total
+    ("select t.id as id, t.g as g, row_number() over (partition by t.g order by t.f desc "
+     "nulls first, t.id) as rn from t order by id",),
+    ("select t.id as id, rank() over (order by t.s) as r, dense_rank() over (order by t.s "
+     "desc) as dr from t order by id",),
+    ("select t.id as id, percent_rank() over (partition by t.b order by t.d) as pr, "
+     "cume_dist() over (partition by t.b order by t.d desc) as cd from t order by id",),
+    ("select t.id as id, ntile(4) over (partition by t.g order by t.id) as nt, ntile(100) "
+     "over (order by t.id) as big from t order by id",),
+    # offsets and values, IGNORE NULLS, defaults
+    ("select t.id as id, lag(t.i, 3) over (partition by t.g order by t.id) as l3, "
+     "lead(t.s, 1, 'none') over (order by t.id) as ld from t order by id",),
+    ("select t.id as id, lag(t.f ignore nulls) over (order by t.id) as lf, "
+     "lead(t.f, 2 ignore nulls) over (order by t.id) as nf from t order by id",),
+    ("select t.id as id, first_value(t.s ignore nulls) over (order by t.id rows between 2 "
+     "preceding and 2 following) as fs, nth_value(t.i, 2 ignore nulls) over (partition by "
+     "t.g order by t.id) as n2, last_value(t.d ignore nulls) over (order by t.id) as ld "
+     "from t order by id",),
+    ("select t.id as id, nth_value(t.s, 2) over (partition by t.g order by t.id) as n2, "
+     "last_value(t.m) over (partition by t.g order by t.id rows between current row and "
+     "unbounded following) as lv from t order by id",),
+    # aggregates over ROWS and RANGE frames (RANGE offsets over DECIMAL and DOUBLE keys)
+    ("select t.id as id, sum(t.i) over (partition by t.g order by t.id) as s from t "
+     "order by id",),
+    ("select t.id as id, sum(t.m) over (order by t.m range between 100 preceding and 50.5 "
+     "following) as s from t order by id",),
+    ("select t.id as id, count(t.f) over (order by t.f desc range between 2 preceding and "
+     "current row) as c from t order by id",),
+    ("select t.id as id, sum(t.i) over (order by t.g nulls first range between 1 preceding "
+     "and current row) as s from t order by id",),
+    ("select t.id as id, max(t.i) over (order by t.id rows between 5 preceding and 2 "
+     "preceding) as mx, min(t.i) over (order by t.id rows between 1 following and 4 "
+     "following) as mn from t order by id",),
+    ("select t.id as id, stddev_samp(t.i) over (partition by t.b order by t.id rows between "
+     "3 preceding and 3 following) as sd, var_pop(t.f) over (order by t.id rows between "
+     "unbounded preceding and current row) as vp from t where t.i between -1000 and 1000 "
+     "order by id",),
+    ("select t.id as id, bool_and(t.b) over (order by t.id rows 2 preceding) as ba, "
+     "bool_or(t.b) over (order by t.id rows between 2 preceding and current row) as bo "
+     "from t order by id",),
+    ("select t.id as id, avg(t.m) over (order by t.id rows between 2 preceding and 2 "
+     "following) as am, sum(t.f) over (order by t.id rows between 1 preceding and 1 "
+     "following) as sf, min(t.s) over (partition by t.b order by t.id rows between 1 "
+     "preceding and 1 following) as mn from t order by id",),
+    # whole partitions: any aggregate, DISTINCT and FILTER too
+    ("select t.g as g, count(distinct t.s) over (partition by t.g) as cds, median(t.i) over "
+     "(partition by t.g) as med, string_agg(t.s, ',') over (partition by t.g) as sa from t "
+     "order by t.id",),
+    ("select t.id as id, sum(t.i) filter (where t.b) over (partition by t.g) as sf, count(*) "
+     "filter (where t.f > 0) over (order by t.id) as cf from t order by id",),
+    ("select u.k as k, u.w as w, avg(u.w) over (partition by u.k) as a, u.w - avg(u.w) over "
+     "(partition by u.k) as dev from u order by k nulls first, w nulls first",),
+    # windows over grouped rows, in ORDER BY, QUALIFY, named windows, derived tables
+    ("select t.g as g, count(*) as n, rank() over (order by count(*) desc) as r, "
+     "sum(count(*)) over () as total from t group by t.g order by g nulls first",),
+    ("select t.id as id from t order by row_number() over (order by t.s nulls first, t.id "
+     "desc) limit 10",),
+    ("select t.id as id, t.g as g from t qualify rank() over (partition by t.g order by t.i "
+     "desc nulls last, t.id) = 1 order by id",),
+    ("select t.id as id, min(t.s) over w as mn, max(t.d) over w as mx, count(*) over "
+     "(w2 rows between unbounded preceding and unbounded following) as c from t window w as "
+     "(partition by t.b order by t.id rows between 1 preceding and 1 following), w2 as "
+     "(partition by t.g) order by id",),
+    ("select x.g as g, x.rn as rn from (select t.g as g, t.id as id, row_number() over "
+     "(partition by t.g order by t.id desc) as rn from t) as x where x.rn <= 2 "
+     "order by g nulls first, rn",),
+    ("select distinct t.g as g, count(*) over (partition by t.g) as n from t "
+     "order by g nulls first",),
+    # empty and all-NULL inputs
+    ("select e.k as k, row_number() over (order by e.w) as rn, sum(e.w) over () as s "
+     "from e",),
+    ("select n.k as k, rank() over (order by n.k) as r, sum(n.k) over (order by n.k) as s, "
+     "lag(n.k) over (order by n.k) as l from n",),
+    # TPC-H: a running total per customer, shares of a group
+    ("select o_custkey as c, o_orderdate as d, sum(o_totalprice) over (partition by o_custkey "
+     "order by o_orderdate, o_orderkey rows unbounded preceding) as running from orders "
+     "order by c, d, running",),
+    ("select l_returnflag as f, l_linestatus as s, sum(l_quantity) as q, "
+     "sum(sum(l_quantity)) over (partition by l_returnflag) as fq, rank() over (order by "
+     "sum(l_quantity) desc) as r from lineitem group by l_returnflag, l_linestatus "
+     "order by f, s",),
+    # beyond the grammar: refused with the construct named
+    ("select t.id as id, median(t.i) over (order by t.id rows 2 preceding) as m from t",
+     "pending", "smaller than the partition"),
+    ("select t.id as id, sum(t.i) over (order by t.id groups between 1 preceding and "
+     "current row) as s from t", "pending", "GROUPS"),
+)
+
 QUERIES: list[Query] = (ORDERING + JOINS + EXPRESSIONS + AGGREGATES + DECIMAL + NULLS + SUBQUERIES
-                        + SETOPS + GROUPING)
+                        + SETOPS + GROUPING + WINDOWS)
 BY_ID = {q.id: q for q in QUERIES}
 assert len(BY_ID) == len(QUERIES), "query ids are unique"
 assert all(q.status in STATUSES for q in QUERIES)

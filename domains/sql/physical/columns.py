@@ -1,0 +1,76 @@
+"""Row-set helpers the operators share: grouping rows by key columns, the row order of
+ORDER BY keys, and the rows of two columns one after the other."""
+
+from __future__ import annotations
+
+import numpy as np
+from hpc.domains.sql import strings
+from hpc.domains.sql.aggregate import combine_ids, group_ids
+from hpc.domains.sql.table import Column, settle
+
+from .aggregates import sort_rank
+
+__all__ = ["group_keys", "sort_order", "stack"]
+
+
+def group_keys(cols: list[Column], n: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """Dense group ids of rows by key columns (NULL a value of its own), their count and
+    each group's first row."""
+    if not cols:
+        return np.zeros(n, np.int64), 1, np.zeros(1, np.int64)
+    arrays, valids = [], []
+    for c in cols:
+        v = c.values
+        if v.dtype.kind == "f":
+            v = (v.astype(np.float64) + 0.0).view(np.int64)
+        elif v.dtype.kind == "b":
+            v = v.astype(np.int64)
+        if c.valid is not None:
+            v = np.where(c.valid, v, np.zeros(1, v.dtype))
+        arrays.append(v)
+        valids.append(c.valid)
+    ids, ngroups, first = group_ids(combine_ids(arrays, valids))
+    return ids, ngroups, first
+
+
+def stack(a: Column, b: Column) -> Column:
+    """The rows of ``a`` then those of ``b`` (one type; strings through a merged
+    dictionary)."""
+    valid = None
+    if a.valid is not None or b.valid is not None:
+        valid = np.concatenate([np.ones(len(a), bool) if a.valid is None else a.valid,
+                                np.ones(len(b), bool) if b.valid is None else b.valid])
+    if a.kind != "string":
+        return Column(np.concatenate([a.values, b.values]), a.kind, None, valid)
+    if a.dictionary is b.dictionary:
+        return Column(np.concatenate([a.values, b.values]), a.kind, a.dictionary, valid)
+    a, b = settle(a), settle(b)
+    merged = strings.merge([a.dictionary, b.dictionary])
+    codes = []
+    for c in (a, b):
+        remap = strings.remap(c.dictionary, merged)
+        codes.append(remap[c.values] if len(remap) else np.zeros(len(c), np.int32))
+    return Column(np.concatenate(codes).astype(np.int32), "string", merged, valid)
+
+
+def sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
+    """Row order for ORDER BY keys ``(column, ascending, nulls_first)`` (stable; NULLs tie
+    with each other)."""
+    if not keys:
+        return np.arange(n)
+    arrays = []
+    for col, ascending, nulls_first in keys:
+        v = col.values
+        if v.dtype.kind == "f":  # by rank: NaN above +inf, as DuckDB orders it
+            arrays.append(sort_rank(col, ascending, nulls_first))
+            continue
+        if v.dtype.kind == "b":
+            v = v.astype(np.int8)
+        if col.valid is not None:  # the values under NULLs are noise: make them tie
+            v = np.where(col.valid, v, np.zeros(1, v.dtype))
+        if not ascending:
+            v = ~v.astype(np.int64)
+        null = np.zeros(n, np.int8) if col.valid is None else (~col.valid).astype(np.int8)
+        arrays.append(-null if nulls_first else null)
+        arrays.append(v)
+    return np.lexsort(arrays[::-1])

@@ -1,0 +1,415 @@
+"""The window operator: one column per window function of a
+:class:`~..logical.plan.Window` node, over this rank's rows (the plan brings every row of a
+partition to one rank).
+
+The rows are sorted once by (partition, ORDER BY keys); in that order each row knows the
+bounds of its partition, of its peers (rows tied on every ORDER BY key) and of its frame,
+all as integer arrays. Ranking and offset functions are arithmetic on those arrays; value
+functions read one position of the frame; aggregates over the whole partition are the
+grouped aggregates of :mod:`.aggregates`, over other frames prefix sums (exact integer
+sums and counts) or the segment trees of :mod:`.window_kernels`. Results go back to the
+input's row order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+import numpy as np
+from hpc.domains.sql.errors import SQLError, UnsupportedSQL
+from hpc.domains.sql.logical import expr as E
+from hpc.domains.sql.logical import plan as P
+from hpc.domains.sql.logical.types import SQLType
+from hpc.domains.sql.table import Column
+
+from . import window_kernels as K
+from .aggregates import aggregate_column
+from .columns import group_keys, sort_order, stack
+from .evaluate import Batch, _make, _rescale, evaluate, null_column, to_float
+
+__all__ = ["window_columns"]
+
+_INT64 = np.iinfo(np.int64)
+
+
+@dataclass
+class _Layout:
+    """Per row, in the sorted order: its partition ``[part_start, part_end)`` and its peers
+    ``[peer_start, peer_end)`` (half-open position ranges), and the ORDER BY keys: their
+    terms and sorted columns."""
+
+    part_start: np.ndarray
+    part_end: np.ndarray
+    peer_start: np.ndarray
+    peer_end: np.ndarray
+    order: tuple[E.SortKey, ...]
+    keys: list[Column]
+
+    @property
+    def n(self) -> int:
+        return len(self.part_start)
+
+    @property
+    def position(self) -> np.ndarray:
+        return np.arange(self.n, dtype=np.int64)
+
+
+def window_columns(node: P.Window, batch: Batch) -> dict[str, Column]:
+    """The columns of ``node``'s window functions over ``batch`` (in its row order).
+
+    Raises
+    ------
+    SQLError
+        An integer SUM over a frame that overflows 64 bits.
+    UnsupportedSQL
+        An aggregate this engine computes over whole partitions only (DISTINCT, MEDIAN,
+        STRING_AGG, ...) over a smaller frame.
+    """
+    n = batch.nrows
+    pid, _, _ = group_keys([evaluate(e, batch) for e in node.partition], n)
+    order_cols = [evaluate(k.expr, batch) for k in node.order]
+    perm = sort_order([(Column(pid, "int"), True, False)] + [
+        (c, k.ascending, k.nulls_first) for c, k in zip(order_cols, node.order, strict=True)],
+        n)
+    read = set().union(*(E.refs(w) for _, w in node.functions))
+    sorted_batch = batch.subset(perm, read)
+    layout = _layout(pid[perm], node.order, [c.take(perm) for c in order_cols])
+    inverse = np.empty(n, np.int64)
+    inverse[perm] = np.arange(n)
+    out = {}
+    for name, w in node.functions:
+        out[name] = _function(w, sorted_batch, layout, pid[perm]).take(inverse)
+    return out
+
+
+def _starts(new: np.ndarray) -> np.ndarray:
+    """Per position, the position of the last ``new`` at or before it."""
+    n = len(new)
+    return np.maximum.accumulate(np.where(new, np.arange(n), 0)) if n else np.zeros(0, np.int64)
+
+
+def _ends(new: np.ndarray) -> np.ndarray:
+    """Per position, the (exclusive) end of its run: the next ``new`` after it."""
+    n = len(new)
+    if not n:
+        return np.zeros(0, np.int64)
+    last = np.ones(n, bool)
+    last[:-1] = new[1:]
+    return np.minimum.accumulate(np.where(last, np.arange(n), n)[::-1])[::-1] + 1
+
+
+def _equal_key(c: Column) -> np.ndarray:
+    """Values equal exactly where SQL calls them peers (NULLs equal to each other)."""
+    v = c.values
+    if v.dtype.kind == "f":
+        v = np.where(np.isnan(v), np.nan, v + 0.0).view(np.int64)
+    elif v.dtype.kind == "b":
+        v = v.astype(np.int8)
+    if c.valid is not None:
+        v = np.where(c.valid, v, np.zeros(1, v.dtype))
+    return v
+
+
+def _layout(pid: np.ndarray, order: tuple[E.SortKey, ...], keys: list[Column]) -> _Layout:
+    n = len(pid)
+    new_part = np.ones(n, bool)
+    new_part[1:] = pid[1:] != pid[:-1]
+    new_peer = new_part.copy()
+    for c in keys:
+        v = _equal_key(c)
+        new_peer[1:] |= v[1:] != v[:-1]
+        if c.valid is not None:
+            new_peer[1:] |= c.valid[1:] != c.valid[:-1]
+    return _Layout(_starts(new_part), _ends(new_part), _starts(new_peer), _ends(new_peer),
+                   order, keys)
+
+
+# ---------------------------------------------------------------------------------------
+# Functions
+# ---------------------------------------------------------------------------------------
+
+
+def _function(w: E.Window, batch: Batch, lay: _Layout, pid: np.ndarray) -> Column:
+    i = lay.position
+    size = lay.part_end - lay.part_start
+    if w.name == "row_number":
+        return _make(i - lay.part_start + 1, w.type)
+    if w.name == "rank":
+        return _make(lay.peer_start - lay.part_start + 1, w.type)
+    if w.name == "dense_rank":
+        new_peer = np.zeros(lay.n, np.int64)
+        new_peer[lay.peer_start] = 1
+        c = np.cumsum(new_peer)
+        return _make(c - c[lay.part_start] + 1 if lay.n else c, w.type)
+    if w.name == "percent_rank":
+        with np.errstate(all="ignore"):
+            rank = (lay.peer_start - lay.part_start).astype(np.float64)
+            return _make(np.where(size > 1, rank / np.maximum(size - 1, 1), 0.0), w.type)
+    if w.name == "cume_dist":
+        with np.errstate(all="ignore"):
+            return _make((lay.peer_end - lay.part_start) / np.maximum(size, 1), w.type)
+    if w.name == "ntile":
+        return _make(_ntile(i - lay.part_start, size, int(w.params[0])), w.type)
+    if w.name in ("lag", "lead"):
+        return _offset(w, batch, lay)
+    fs, fe = _frame(w.frame, lay)
+    if w.name in ("first_value", "last_value", "nth_value"):
+        return _value(w, batch, fs, fe)
+    return _aggregate(w, batch, lay, pid, fs, fe)
+
+
+def _ntile(r: np.ndarray, size: np.ndarray, buckets: int) -> np.ndarray:
+    """NTILE's bucket of the ``r``-th row (from 0) of a partition of ``size`` rows: the first
+    ``size % buckets`` buckets hold one row more."""
+    q = size // buckets
+    big = (size % buckets) * (q + 1)
+    return np.where(r < big, r // (q + 1), size % buckets + (r - big) // np.maximum(q, 1)) + 1
+
+
+def _pick(col: Column, src: np.ndarray, ok: np.ndarray) -> Column:
+    """Row ``src[r]`` of ``col`` where ``ok[r]``, else NULL."""
+    if not len(col):
+        return col
+    taken = col.take(np.where(ok, src, 0))
+    valid = ok if taken.valid is None else ok & taken.valid
+    return Column(taken.values, taken.kind, taken.dictionary, valid)
+
+
+def _valid_positions(col: Column) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of non-NULL rows, and per position ``p`` the count of them before
+    ``p`` (length n + 1)."""
+    valid = np.ones(len(col), bool) if col.valid is None else col.valid
+    before = np.zeros(len(col) + 1, np.int64)
+    np.cumsum(valid, out=before[1:])
+    return np.flatnonzero(valid), before
+
+
+def _offset(w: E.Window, batch: Batch, lay: _Layout) -> Column:
+    """LAG / LEAD: the row ``k`` before / after in the partition (IGNORE NULLS: the
+    ``k``-th non-NULL row), else the default."""
+    x = evaluate(w.args[0], batch)
+    k = int(w.params[0]) * (1 if w.name == "lag" else -1)  # rows back
+    i = lay.position
+    if not w.ignore_nulls or k == 0:
+        src = i - k
+    else:
+        positions, before = _valid_positions(x)
+        j = before[:-1] - k if k > 0 else before[1:] - k - 1
+        src = np.where((j >= 0) & (j < len(positions)),
+                       positions[np.clip(j, 0, max(len(positions) - 1, 0))]
+                       if len(positions) else -1, -1 if k > 0 else lay.n)
+    ok = (src >= lay.part_start) & (src < lay.part_end)
+    value = _pick(x, src, ok)
+    if len(w.args) < 2 or not len(value):
+        return value
+    default = evaluate(w.args[1], batch)
+    both = stack(value, default)  # one dictionary for strings
+    return both.take(np.where(ok, i, lay.n + i))
+
+
+def _frame(frame: E.Frame, lay: _Layout) -> tuple[np.ndarray, np.ndarray]:
+    """Every row's frame as a half-open position range ``[fs, fe)``."""
+    fs = _bound(frame.start, frame.kind, lay, start=True)
+    fe = _bound(frame.end, frame.kind, lay, start=False)
+    return fs, np.maximum(fe, fs)
+
+
+def _bound(b: E.Bound, kind: str, lay: _Layout, start: bool) -> np.ndarray:
+    i = lay.position
+    if b.side == "unbounded_preceding":
+        return lay.part_start
+    if b.side == "unbounded_following":
+        return lay.part_end
+    if b.side == "current":
+        if kind == "range":
+            return lay.peer_start if start else lay.peer_end
+        return i if start else i + 1
+    if kind == "rows":
+        step = int(b.offset) * (-1 if b.side == "preceding" else 1)
+        return np.clip(i + step + (0 if start else 1), lay.part_start, lay.part_end)
+    return _range_bound(b, lay, start)
+
+
+def _range_bound(b: E.Bound, lay: _Layout, start: bool) -> np.ndarray:
+    """A RANGE frame bound ``offset PRECEDING / FOLLOWING``: by the values of the one ORDER
+    BY key, searched within the non-NULL rows of the partition (a NULL key's frame is its
+    peers, the other NULLs)."""
+    (key,), (term,) = lay.keys, lay.order
+    ascending, t = term.ascending, term.expr.type
+    v = key.values
+    if t.kind == "double":
+        offset: float | int = float(b.offset)
+        v = v.astype(np.float64)
+    else:  # the key's physical units: a DECIMAL's unscaled integer
+        offset = int(Decimal(str(b.offset)).scaleb(t.scale if t.kind == "decimal" else 0))
+        v = v.astype(np.int64)
+    towards_larger = (b.side == "following") == ascending
+    target = _shift(v, offset if towards_larger else -offset)
+    valid = np.ones(lay.n, bool) if key.valid is None else key.valid
+    nulls = np.zeros(lay.n + 1, np.int64)
+    np.cumsum(~valid, out=nulls[1:])
+    in_part = nulls[lay.part_end] - nulls[lay.part_start]
+    lo = lay.part_start + (in_part if term.nulls_first else 0)
+    hi = lay.part_end - (0 if term.nulls_first else in_part)
+    found = K.range_bounds(v, lo, hi, target, ascending, not start)
+    peers = lay.peer_start if start else lay.peer_end
+    return np.where(valid, found, peers)
+
+
+def _shift(v: np.ndarray, delta: float | int) -> np.ndarray:
+    """``v + delta``, saturating at the int64 limits."""
+    if v.dtype.kind == "f":
+        return v + delta
+    with np.errstate(over="ignore"):
+        out = v + np.int64(delta)
+    if delta > 0:
+        return np.where(out < v, _INT64.max, out)
+    return np.where(out > v, _INT64.min, out)
+
+
+def _value(w: E.Window, batch: Batch, fs: np.ndarray, fe: np.ndarray) -> Column:
+    """FIRST_VALUE, LAST_VALUE, NTH_VALUE over each row's frame."""
+    x = evaluate(w.args[0], batch)
+    nth = int(w.params[0]) if w.name == "nth_value" else 1
+    if not w.ignore_nulls:
+        src = fe - 1 if w.name == "last_value" else fs + nth - 1
+        return _pick(x, src, (src >= fs) & (src < fe))
+    positions, before = _valid_positions(x)
+    j = before[fe] - 1 if w.name == "last_value" else before[fs] + nth - 1
+    ok = (j >= before[fs]) & (j < before[fe])
+    src = positions[np.clip(j, 0, max(len(positions) - 1, 0))] if len(positions) else fs
+    return _pick(x, src, ok)
+
+
+# ---------------------------------------------------------------------------------------
+# Aggregates over frames
+# ---------------------------------------------------------------------------------------
+
+_FRAMED = frozenset({"count_star", "count", "sum", "avg", "min", "max", "stddev_samp",
+                     "stddev_pop", "var_samp", "var_pop", "bool_and", "bool_or"})
+
+
+def _aggregate(w: E.Window, batch: Batch, lay: _Layout, pid: np.ndarray, fs: np.ndarray,
+               fe: np.ndarray) -> Column:
+    kept = None
+    if w.filter is not None:
+        f = evaluate(w.filter, batch)
+        kept = np.asarray(f.values, bool) & (True if f.valid is None else f.valid)
+    args = [evaluate(a, batch) for a in w.args]
+    if np.array_equal(fs, lay.part_start) and np.array_equal(fe, lay.part_end):
+        return _whole_partition(w, args, pid, kept)
+    if w.distinct or w.name not in _FRAMED:
+        raise UnsupportedSQL(f"{w.name.upper()}{' DISTINCT' if w.distinct else ''} over a "
+                             "window frame smaller than the partition is not supported")
+    if w.name == "count_star":
+        if kept is None:
+            return _make(fe - fs, w.type)
+        return _make(_frame_count(kept, fs, fe), w.type)
+    col, t = args[0], w.args[0].type
+    if t.kind == "null":
+        return _make(np.zeros(lay.n, np.int64), w.type) if w.name == "count" else \
+            null_column(w.type, lay.n)
+    present = np.ones(lay.n, bool) if col.valid is None else col.valid.copy()
+    if kept is not None:
+        present &= kept
+    count = _frame_count(present, fs, fe)
+    if w.name == "count":
+        return _make(count, w.type)
+    if w.name in ("sum", "avg"):
+        return _sum_or_avg(w, col, t, present, count, fs, fe)
+    if w.name in ("min", "max", "bool_and", "bool_or"):
+        return _extreme(w, col, present, count, fs, fe)
+    return _variance(w, col, t, present, count, fs, fe)
+
+
+def _whole_partition(w: E.Window, args: list[Column], pid: np.ndarray,
+                     kept: np.ndarray | None) -> Column:
+    """An aggregate whose frame is every row's whole partition: the grouped aggregate of
+    each partition, repeated on its rows (any aggregate, DISTINCT too)."""
+    ngroups = int(pid.max()) + 1 if len(pid) else 0
+    ids = pid
+    if kept is not None:  # the rows FILTER drops go to one extra group, dropped
+        ids = np.where(kept, pid, ngroups)
+    agg = E.Aggregate(w.name, w.args, w.type, w.distinct, (), w.params)
+    column = aggregate_column(agg, ids, ngroups + (kept is not None), args,
+                              [a.type for a in w.args])
+    return column.take(pid)
+
+
+def _frame_count(present: np.ndarray, fs: np.ndarray, fe: np.ndarray) -> np.ndarray:
+    before = np.zeros(len(present) + 1, np.int64)
+    np.cumsum(present, out=before[1:])
+    return before[fe] - before[fs]
+
+
+def _sum_or_avg(w: E.Window, col: Column, t: SQLType, present: np.ndarray, count: np.ndarray,
+                fs: np.ndarray, fe: np.ndarray) -> Column:
+    has = count > 0
+    if t.kind in ("integer", "decimal", "boolean"):
+        v = np.where(present, col.values.astype(np.int64), 0)
+        exact = np.zeros(len(v) + 1, np.int64)
+        approx = np.zeros(len(v) + 1, np.float64)
+        with np.errstate(over="ignore"):
+            np.cumsum(v, out=exact[1:])  # modulo 2**64: exact wherever the sum fits
+            total = exact[fe] - exact[fs]
+        np.cumsum(v.astype(np.float64), out=approx[1:])
+        rough = approx[fe] - approx[fs]
+        overflow = np.abs(rough - total.astype(np.float64)) > 2.0 ** 62
+        scale = t.scale if t.kind == "decimal" else 0
+        if w.name == "avg":
+            sums = np.where(overflow, rough, total.astype(np.float64)) / 10.0 ** scale
+            with np.errstate(all="ignore"):
+                return _make(sums / np.maximum(count, 1), w.type, has)
+        if bool((overflow & has).any()):
+            raise SQLError(f"overflow in SUM over a window frame: the sum does not fit the 64 "
+                           f"bits this engine holds {w.type} in")
+        if w.type.kind == "decimal" and w.type.scale != scale:
+            total = _rescale(total, scale, w.type.scale, has, w.type, "SUM")
+        return _make(total, w.type, has)
+    x = np.where(present, to_float(col, t), 0.0)
+    total = K.frame_reduce(x, present, fs, fe, K.SUM, 0.0)
+    if w.name == "avg":
+        with np.errstate(all="ignore"):
+            total = total / np.maximum(count, 1)
+    return _make(total, w.type, has)
+
+
+def _extreme(w: E.Window, col: Column, present: np.ndarray, count: np.ndarray,
+             fs: np.ndarray, fe: np.ndarray) -> Column:
+    """MIN / MAX (BOOL_AND / BOOL_OR as MIN / MAX of booleans) over each frame; a NaN is
+    above every number, as DuckDB orders it."""
+    want_max = w.name in ("max", "bool_or")
+    op = K.MAX if want_max else K.MIN
+    v = col.values
+    has = count > 0
+    if v.dtype.kind == "f":
+        nan = np.isnan(v) & present
+        numbers = present & ~nan
+        fill = -np.inf if want_max else np.inf
+        out = K.frame_reduce(np.where(numbers, v, fill).astype(np.float64), numbers, fs, fe,
+                             op, fill)
+        nans = _frame_count(nan, fs, fe)
+        some = _frame_count(numbers, fs, fe)
+        out = np.where((nans > 0) & (want_max | (some == 0)), np.nan, out)
+        return _make(out, w.type, has)
+    ints = v.astype(np.int64)
+    fill = _INT64.min if want_max else _INT64.max
+    out = K.frame_reduce(ints, present, fs, fe, op, np.int64(fill))
+    out = np.where(has, out, 0)
+    if v.dtype.kind == "b":
+        return _make(out.astype(bool), w.type, has)
+    return _make(out.astype(v.dtype), w.type, has, col.dictionary)
+
+
+def _variance(w: E.Window, col: Column, t: SQLType, present: np.ndarray, count: np.ndarray,
+              fs: np.ndarray, fe: np.ndarray) -> Column:
+    x = np.where(present, to_float(col, t), 0.0)
+    n, m2 = K.frame_moments(x, present, fs, fe)
+    sample = w.name.endswith("_samp")
+    denom = n - 1 if sample else n
+    ok = denom > 0
+    with np.errstate(all="ignore"):
+        var = np.where(n == 1, 0.0, m2 / np.where(ok, denom, 1))
+    out = np.sqrt(var) if w.name.startswith("stddev") else var
+    return _make(out, w.type, ok)
