@@ -29,18 +29,55 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``hpc bench tpch``."""
-    p.add_argument("--sf", type=float, default=1.0, help="scale factor (1)")
-    p.add_argument("--data", default=None, help="Parquet directory (default: generated, cached)")
+    _add_data_arguments(p)
     p.add_argument("--queries", default=None, help="comma-separated query numbers")
     p.add_argument("--reps", type=int, default=3, help="timed repetitions (median)")
     p.add_argument("--no-polars", action="store_true")
     p.add_argument("--resident", action="store_true",
                    help="tables read once into memory (ours: on the backend's device; DuckDB: "
                         "CREATE TABLE; polars: eager frames), so no Parquet decoding is timed")
-    p.add_argument("--path", default="auto", choices=("auto", "layered", "fast"),
-                   help="which query path answers (QueryOptions.path; default auto)")
+    _add_path_argument(p)
     p.add_argument("--backend", default="cpu",
                    help="cpu (default) or gpu: where our columns and kernels run")
+
+
+def _add_data_arguments(p: argparse.ArgumentParser) -> None:
+    """``--sf`` and ``--data``: the options :func:`_data` reads."""
+    p.add_argument("--sf", type=float, default=1.0, help="scale factor (1)")
+    p.add_argument("--data", default=None, help="Parquet directory (default: generated, cached)")
+
+
+def _add_path_argument(p: argparse.ArgumentParser) -> None:
+    """``--path``: which of the engine's query paths answers."""
+    p.add_argument("--path", default="auto", choices=("auto", "layered", "fast"),
+                   help="which query path answers (QueryOptions.path; default auto)")
+
+
+def _duckdb_threads(comm: Any) -> int:
+    """DuckDB's thread count: as many as our ranks times numba threads, capped at the cores,
+    so both engines have the same cores to use."""
+    import numba
+
+    return min(os.cpu_count() or 1, comm.Get_size() * numba.get_num_threads())
+
+
+def _duckdb(path: Path, tables: Any, threads: int, resident: bool = False) -> Any:
+    """A DuckDB connection on ``threads`` threads with one view per Parquet table of ``path``
+    (with ``resident``, a table read into memory instead)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"SET threads = {threads}")
+    what = "TABLE" if resident else "VIEW"
+    for t in tables:
+        con.execute(f"CREATE {what} {t} AS SELECT * FROM read_parquet('{path}/{t}.parquet')")
+    return con
+
+
+def _geomean(values: Any) -> float:
+    """The geometric mean of positive numbers."""
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def _data(args: argparse.Namespace, comm: Any) -> Path:
@@ -79,7 +116,6 @@ def _synchronised(backend: Any, result: Any) -> Any:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Collective. Time each query: ours, DuckDB, polars."""
-    import numba
     from hpc.domains.sql import Catalog, QueryOptions, query
     from hpc.domains.sql.compare import same_rows
     from hpc.domains.sql.tpch import QUERIES, SUPPORTED
@@ -97,16 +133,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.resident:
         catalog = catalog.in_memory(backend, comm)
     wanted = [int(q) for q in args.queries.split(",")] if args.queries else list(SUPPORTED)
-    threads = min(os.cpu_count() or 1, comm.Get_size() * numba.get_num_threads())
-    con = None
-    if rank0:
-        import duckdb
-
-        con = duckdb.connect()
-        con.execute(f"SET threads = {threads}")
-        what = "TABLE" if args.resident else "VIEW"
-        for t in catalog.tables:
-            con.execute(f"CREATE {what} {t} AS SELECT * FROM read_parquet('{path}/{t}.parquet')")
+    threads = _duckdb_threads(comm)
+    con = _duckdb(path, catalog.tables, threads, args.resident) if rank0 else None
     frames = None
     if rank0 and args.resident and not args.no_polars:
         import polars as pl
@@ -143,9 +171,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             entry["difference"] = correct
         per_query[f"Q{q}"] = entry
         ratios.append(times[1] / times[0])
-    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    geo_time = lambda key: math.exp(  # noqa: E731
-        sum(math.log(e[key]) for e in per_query.values()) / len(per_query))
+    geo = _geomean(ratios)
+    geo_time = lambda key: _geomean(e[key] for e in per_query.values())  # noqa: E731
     ran_polars = [k for k, e in per_query.items() if e["polars_s"] is not None]
     return {
         "bench": "tpch",

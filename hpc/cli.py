@@ -39,6 +39,7 @@ BENCHMARKS = {
     "lbm": "hpc.benchmarks.lbm",
     "mc": "hpc.benchmarks.mc",
     "tpch": "hpc.benchmarks.tpch",
+    "sql": "hpc.benchmarks.sql",
     "join": "hpc.benchmarks.join",
     "knn": "hpc.benchmarks.knn",
     "align": "hpc.benchmarks.align",

@@ -210,3 +210,21 @@ def test_bench_mc_prints_the_json_contract_last():
             < 4 * (ours["stderr"] ** 2 + peer["stderr"] ** 2) ** 0.5
         )
         assert case["ratio"]["quantlib"] == pytest.approx(ours["paths_per_s"] / peer["paths_per_s"])
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+def test_bench_sql_prints_the_json_contract_last(tmp_path):
+    proc = run_mpi(
+        2,
+        ["-m", "hpc", "bench", "sql", "--json", "--sf", "0.01", "--reps", "1"],
+        env={"HPC_CACHE": str(tmp_path)},  # the tables are generated here, not in the cache
+    )
+    record = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert record["bench"] == "sql" and record["ranks"] == 2 and record["refused"] == []
+    assert record["limits"] == {"target_ratio": 0.67}
+    for name, entry in record["queries"].items():
+        assert entry["equal_to_duckdb"], (name, entry.get("difference"))
+        assert entry["speed_vs_duckdb"] == pytest.approx(entry["duckdb_s"] / entry["ours_s"])
+    worst = min(record["queries"], key=lambda k: record["queries"][k]["speed_vs_duckdb"])
+    assert record["worst"]["query"] == worst
