@@ -163,10 +163,24 @@ def _checked_options(options: QueryOptions | None) -> QueryOptions:
     return options
 
 
+# functions the fast engine evaluates outside its expression table: aggregates, EXISTS
+# (resolved as a subquery), IF (qualify's spelling of a one-branch CASE)
+_FAST_ELSEWHERE = (exp.AggFunc, exp.Exists, exp.If)
+
+
 def _fast_exact(tree: exp.Expression) -> bool:
-    """Whether the fast engine answers the parsed query as written: it would read SEMI/ANTI
-    join syntax as an inner join and ignore a CAST to DECIMAL (its decimals are float64)."""
+    """Whether the fast engine answers the parsed query as written, decided before anything
+    runs: every scalar function is in its expression table (else it would scan, then refuse),
+    there are no grouping sets; it would read SEMI/ANTI join syntax as an inner join and ignore
+    a CAST to DECIMAL (its decimals are float64)."""
+    from .expressions import _HANDLERS
+
     for node in tree.walk():
+        if isinstance(node, exp.Func) and not isinstance(node, _FAST_ELSEWHERE) \
+                and type(node) not in _HANDLERS:
+            return False
+        if isinstance(node, exp.Rollup | exp.Cube | exp.GroupingSets):
+            return False
         if isinstance(node, exp.Join) and (node.kind or "").upper() in ("SEMI", "ANTI"):
             return False
         if isinstance(node, exp.Cast) and node.to.this == exp.DataType.Type.DECIMAL:

@@ -17,13 +17,18 @@ of two of them multiples of 1/16, and a few thousand of those add up exactly in 
 sums decimals exactly). Only a final division (AVG, ``/`` by a constant) rounds, once, so
 results are compared with a relative tolerance of ``RTOL`` (a few ulps), not a loose one.
 
-Queries (:func:`queries`): projections, DISTINCT, GROUP BY with count, count(*), count(DISTINCT),
-sum, min, max, avg and HAVING, global aggregates; FROM one table, inner joins (ON or WHERE,
-one or two keys, three tables), LEFT JOINs with ON filters and anti-join filters; WHERE trees
-of AND/OR/NOT over comparisons, BETWEEN, IN lists with NULLs, IS [NOT] NULL, LIKE, arithmetic,
-[NOT] IN (subquery), [NOT] EXISTS correlated by a key, scalar subqueries. ORDER BY (with
-explicit NULLS FIRST/LAST) + LIMIT only where the order is total: every output column (or every
-group key) is a sort key.
+Queries (:func:`queries`): projections, DISTINCT, GROUP BY with count, count(*),
+count(DISTINCT), sum, min, max, avg and HAVING, global aggregates; window functions (ranking,
+LAG/LEAD, value functions, aggregates over ROWS and RANGE frames, QUALIFY); set operations
+(UNION, INTERSECT, EXCEPT, with and without ALL); ROLLUP, CUBE and GROUPING SETS; FROM one
+table, inner joins (ON or WHERE, one or two keys, three tables), LEFT JOINs with ON filters and
+anti-join filters; WHERE trees of AND/OR/NOT over comparisons, BETWEEN, IN lists with NULLs, IS
+[NOT] NULL, LIKE, arithmetic, [NOT] IN (subquery), [NOT] EXISTS correlated by a key, scalar
+subqueries. ORDER BY (with explicit NULLS FIRST/LAST) + LIMIT only where the order is total:
+every output column (or every group key) is a sort key. A window function whose value depends
+on the order of tied rows (ROW_NUMBER, LAG, a ROWS frame, ...) orders by every column of the
+FROM clause after its own keys: rows still tied are equal in every column, so the multiset of
+result rows is the same whichever of them comes first.
 
 :func:`check` runs one query on both engines and returns what differs (None when equal).
 """
@@ -358,7 +363,14 @@ def queries(draw) -> Query:
     from_, aliases, extra, _ = _from_clause(draw)
     scope = _scope(aliases)
     where = _where(draw, scope, extra)
-    shape = draw(st.sampled_from(["project", "distinct", "group", "group", "global"]))
+    shape = draw(st.sampled_from(["project", "distinct", "group", "group", "global", "window",
+                                  "window", "setop", "grouping_sets"]))
+    if shape == "window":
+        return _window_query(draw, from_, scope, where)
+    if shape == "setop":
+        return _set_operation(draw)
+    if shape == "grouping_sets":
+        return _grouping_sets(draw, from_, scope, where)
     if shape in ("project", "distinct"):
         items = []
         for _ in range(draw(st.integers(1, 3))):
@@ -399,6 +411,129 @@ def queries(draw) -> Query:
             sql += f" limit {draw(st.integers(0, 8))}"
         return Query(sql, True)
     return Query(sql, False)
+
+
+_RANKING = ["rank()", "dense_rank()", "percent_rank()", "cume_dist()"]
+
+
+def _sort_terms(draw, columns: list[str]) -> list[str]:
+    return [f"{c}{draw(st.sampled_from(['', ' desc']))}"
+            f"{draw(st.sampled_from(['', ' nulls first', ' nulls last']))}" for c in columns]
+
+
+def _window(draw, scope: _Scope) -> str:
+    """One window function over ``scope``'s columns whose values do not depend on the order
+    of rows tied on every column."""
+    names = [c for c, _ in scope.columns]
+    partition = draw(st.lists(st.sampled_from(names), max_size=2, unique=True))
+    over = f"partition by {', '.join(partition)}" if partition else ""
+    keys = draw(st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True))
+    mode = draw(st.sampled_from(["ranking", "total", "total", "range", "whole"]))
+    if mode == "ranking":  # ties are peers: the same value whatever their order
+        order = ", ".join(_sort_terms(draw, keys))
+        return f"{draw(st.sampled_from(_RANKING))} over ({over} order by {order})"
+    if mode == "whole":
+        return f"{_aggregate(draw, scope)} over ({over})"
+    if mode == "range":  # one numeric key: peers and offsets by value
+        key, kind = draw(st.sampled_from(scope.of(*_NUMERIC)))
+        (term,) = _sort_terms(draw, [key])
+        fn = draw(st.sampled_from(["count(*)", "sum", "min", "max", "avg", "count"]))
+        arg, _ = draw(st.sampled_from(scope.of(*_NUMERIC)))
+        call = fn if fn == "count(*)" else f"{fn}({arg})"
+        step = {"int": ["0", "1", "2", "5"], "float": ["0", "0.25", "1.5", "10"],
+                "decimal": ["0", "0.25", "1", "3.50"]}[kind]
+        sides = ["preceding", "following"]
+        ends = [(draw(st.sampled_from(step)), draw(st.sampled_from(sides))) for _ in range(2)]
+        ends.sort(key=lambda e: float(e[0]) * (1 if e[1] == "following" else -1))
+        bounds = [f"{v} {side}" for v, side in ends]
+        frame = draw(st.sampled_from([
+            "", f" range between {bounds[0]} and {bounds[1]}",
+            " range between unbounded preceding and current row",
+            f" range between current row and {draw(st.sampled_from(step))} following",
+            f" range between {draw(st.sampled_from(step))} preceding and unbounded following"]))
+        return f"{call} over ({over} order by {term}{frame})"
+    order = ", ".join(_sort_terms(draw, keys) + [n for n in names if n not in keys])
+    col, kind = draw(st.sampled_from(scope.columns))
+    fn = draw(st.sampled_from(["row_number", "ntile", "lag", "lead", "first_value",
+                               "last_value", "nth_value", "agg_rows"]))
+    if fn == "row_number":
+        return f"row_number() over ({over} order by {order})"
+    if fn == "ntile":
+        return f"ntile({draw(st.integers(1, 7))}) over ({over} order by {order})"
+    if fn in ("lag", "lead"):
+        k = draw(st.integers(0, 3))
+        default = f", {_literal(kind, draw)}" if draw(st.booleans()) else ""
+        nulls = " ignore nulls" if draw(st.integers(0, 3)) == 0 else ""
+        return f"{fn}({col}, {k}{default}{nulls}) over ({over} order by {order})"
+    a, b = sorted([draw(st.integers(-3, 3)), draw(st.integers(-3, 3))])
+    bound = lambda v: "current row" if v == 0 else (  # noqa: E731
+        f"{-v} preceding" if v < 0 else f"{v} following")
+    frame = draw(st.sampled_from([
+        "", f" rows between {bound(a)} and {bound(b)}",
+        f" rows between unbounded preceding and {bound(b)}",
+        f" rows between {bound(a)} and unbounded following"]))
+    if fn == "agg_rows":
+        agg = draw(st.sampled_from(["count(*)", "count", "sum", "min", "max", "avg"]))
+        if agg == "count(*)":
+            call = agg
+        elif agg in ("sum", "avg"):
+            call = f"{agg}({_numeric_expr(draw, scope, 1)[0]})"
+        else:
+            call = f"{agg}({col})"
+        return f"{call} over ({over} order by {order}{frame})"
+    nulls = " ignore nulls" if draw(st.integers(0, 3)) == 0 else ""
+    arg = f"{col}, {draw(st.integers(1, 3))}" if fn == "nth_value" else col
+    return f"{fn}({arg}{nulls}) over ({over} order by {order}{frame})"
+
+
+def _window_query(draw, from_: str, scope: _Scope, where: str) -> Query:
+    """Columns and window functions of them (the rows compared as a multiset), or the rows
+    QUALIFY keeps."""
+    cols = draw(st.lists(st.sampled_from([c for c, _ in scope.columns]), min_size=1,
+                         max_size=3, unique=True))
+    windows = [_window(draw, scope) for _ in range(draw(st.integers(1, 3)))]
+    items = [f"{c} as c{i}" for i, c in enumerate(cols)] + [
+        f"{w} as w{i}" for i, w in enumerate(windows)]
+    sql = f"select {', '.join(items)} from {from_}{where}"
+    if draw(st.integers(0, 4)) == 0:  # the first rows of each partition, in a total order
+        names = [c for c, _ in scope.columns]
+        part = draw(st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True))
+        order = ", ".join(_sort_terms(draw, names))
+        sql += (f" qualify row_number() over (partition by {', '.join(part)} order by {order})"
+                f" <= {draw(st.integers(1, 3))}")
+    return Query(sql, False)
+
+
+def _set_operation(draw) -> Query:
+    """``SELECT ... FROM t [WHERE] op SELECT ... FROM u [WHERE]`` over columns of one kind."""
+    pairs = [("k", "k"), ("g", "w"), ("s", "s"), ("d", "d"), ("f", "x"), ("v", "w")]
+    chosen = draw(st.lists(st.sampled_from(pairs), min_size=1, max_size=2, unique=True))
+    left = ", ".join(f"t.{a} as c{i}" for i, (a, _) in enumerate(chosen))
+    right = ", ".join(f"u.{b}" for _, b in chosen)
+    lw = _where(draw, _scope([("t", "t")]), [])
+    rw = _where(draw, _scope([("u", "u")]), [])
+    op = draw(st.sampled_from(["union", "union all", "intersect", "intersect all", "except",
+                               "except all"]))
+    return Query(f"select {left} from t{lw} {op} select {right} from u{rw}", False)
+
+
+def _grouping_sets(draw, from_: str, scope: _Scope, where: str) -> Query:
+    """ROLLUP, CUBE or GROUPING SETS of one to three keys, with aggregates and GROUPING()."""
+    keys = draw(st.lists(st.sampled_from([c for c, _ in scope.columns]), min_size=1,
+                         max_size=3, unique=True))
+    form = draw(st.sampled_from(["rollup", "cube", "sets"]))
+    if form == "sets":
+        sets = draw(st.lists(st.lists(st.sampled_from(keys), max_size=len(keys), unique=True),
+                             min_size=1, max_size=3))
+        if {k for s in sets for k in s} != set(keys):  # every key in some set (SQL's rule)
+            sets.append(keys)
+        group = "grouping sets (" + ", ".join(f"({', '.join(s)})" for s in sets) + ")"
+    else:
+        group = f"{form}({', '.join(keys)})"
+    aggs = [_aggregate(draw, scope) for _ in range(draw(st.integers(1, 3)))]
+    items = [f"{k} as k{i}" for i, k in enumerate(keys)] + [
+        f"{a} as a{i}" for i, a in enumerate(aggs)] + [f"grouping({', '.join(keys)}) as gr"]
+    return Query(f"select {', '.join(items)} from {from_}{where} group by {group}", False)
 
 
 def cases(n_queries: int = 4) -> st.SearchStrategy[tuple[dict, list[Query]]]:
