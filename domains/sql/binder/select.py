@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from hpc.domains.sql.errors import SQLError, UnsupportedSQL, describe, position
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
-from hpc.domains.sql.logical.types import BIGINT, BOOLEAN, SQLType, common_type
+from hpc.domains.sql.logical.types import BIGINT, BOOLEAN, DOUBLE, SQLType, common_type, sum_type
 from sqlglot import exp, parse_one
 from sqlglot.errors import OptimizeError, ParseError
 
@@ -517,28 +517,38 @@ class _SelectBinder:
     def _grouping_sets(self, key_cols: list[tuple[str, E.Expr]],
                        aggs: list[tuple[str, E.Aggregate]], sets: list[list[int]]) -> P.Node:
         """One aggregate per grouping set, the keys it leaves out NULL, as a UNION ALL whose
-        columns have the names the rest of the query reads."""
+        columns have the names the rest of the query reads. Where every aggregate merges
+        from partial results (COUNT, SUM, AVG, MIN, MAX, BOOL_AND/OR), the input is grouped
+        once by all the keys and each set regroups those rows (see :func:`_rollup_parts`);
+        otherwise each set groups the input."""
         names = self.binder.names
         fields = tuple(P.Field(n, e.type) for n, e in key_cols) + tuple(
             P.Field(n, a.type) for n, a in aggs)
+        plain = [(n, a) for n, a in aggs if a.name != "grouping"]
+        parts = _rollup_parts(plain, names) if len(sets) > 1 else None
+        source, keys = self.node, [e for _, e in key_cols]
+        if parts is not None:
+            finest = tuple((names.fresh(n), e) for n, e in key_cols)
+            source = P.Aggregate(self.node, finest, tuple(a for p in parts for a in p[0]))
+            keys = [E.Ref(n, e.type) for n, e in finest]
         branches: list[P.Node] = []
         for chosen in sets:
-            bkeys = tuple((names.fresh(n), e) for i, (n, e) in enumerate(key_cols)
-                          if i in chosen)
-            baggs = tuple((names.fresh(n), a) for n, a in aggs if a.name != "grouping")
-            grouped = P.Aggregate(self.node, bkeys, baggs)
-            by_key = {e: n for n, e in bkeys}
+            bkeys = {i: (names.fresh(key_cols[i][0]), keys[i]) for i in sorted(set(chosen))}
+            if parts is None:
+                baggs = tuple((names.fresh(n), a) for n, a in plain)
+                values = [E.Ref(n, a.type) for n, a in baggs]
+            else:
+                baggs, values = _merged(parts, names)
+            grouped = P.Aggregate(source, tuple(bkeys.values()), tuple(baggs))
             cols: list[tuple[str, E.Expr]] = []
-            for n, e in key_cols:
-                value: E.Expr = E.Ref(by_key[e], e.type) if e in by_key else E.Literal(None,
-                                                                                      e.type)
+            for i, (n, e) in enumerate(key_cols):
+                value: E.Expr = E.Ref(bkeys[i][0], e.type) if i in bkeys else E.Literal(
+                    None, e.type)
                 cols.append((names.fresh(n), value))
-            reduced = iter(baggs)
+            reduced = iter(values)
             for n, a in aggs:
-                if a.name == "grouping":
-                    value = E.Literal(_grouping_bits(a, key_cols, chosen), a.type)
-                else:
-                    value = E.Ref(next(reduced)[0], a.type)
+                value = E.Literal(_grouping_bits(a, key_cols, chosen), a.type) \
+                    if a.name == "grouping" else next(reduced)
                 cols.append((names.fresh(n), value))
             branches.append(P.Project(grouped, tuple(cols)))
         node = branches[0]
@@ -620,6 +630,55 @@ class _SelectBinder:
         self.node = P.Join("mark", self.node, sub.node, E.conjoin(condition), mark=mark,
                            null_aware=compared)
         return E.Ref(mark, BOOLEAN)
+
+
+# aggregates whose result over a set of groups merges from their results per group
+_MERGED_BY = {"count_star": "sum", "count": "sum", "sum": "sum", "min": "min", "max": "max",
+              "bool_and": "bool_and", "bool_or": "bool_or"}
+
+# the partial aggregates of one aggregate (over the finest groups), and how a grouping set
+# combines them: the merging aggregate of each partial, and the final expression of the
+# merged partials
+_Parts = tuple[list[tuple[str, E.Aggregate]], list[str], str]
+
+
+def _rollup_parts(aggs: list[tuple[str, E.Aggregate]], names: Names) -> list[_Parts] | None:
+    """Per aggregate, its partials over the finest groups and how to merge them (AVG: a SUM
+    and a COUNT, divided at the end); None when one does not merge (DISTINCT, MEDIAN, ...)."""
+    out: list[_Parts] = []
+    for n, a in aggs:
+        if a.distinct or a.order or (a.name not in _MERGED_BY and a.name != "avg"):
+            return None
+        if a.name == "avg":
+            total = E.Aggregate("sum", a.args, sum_type(a.args[0].type), filter=a.filter)
+            count = E.Aggregate("count", a.args, BIGINT, filter=a.filter)
+            out.append(([(names.fresh(f"{n}.sum"), total), (names.fresh(f"{n}.count"), count)],
+                        ["sum", "sum"], "avg"))
+        else:
+            out.append(([(names.fresh(f"{n}.part"), a)], [_MERGED_BY[a.name]], a.name))
+    return out
+
+
+def _merged(parts: list[_Parts], names: Names
+            ) -> tuple[list[tuple[str, E.Aggregate]], list[E.Expr]]:
+    """A grouping set's aggregates over the finest groups' partials, and the value of each
+    original aggregate from them (a COUNT of no rows is 0, an AVG the SUM over the COUNT)."""
+    baggs: list[tuple[str, E.Aggregate]] = []
+    values: list[E.Expr] = []
+    for partials, merge, name in parts:
+        refs = []
+        for (pname, p), how in zip(partials, merge, strict=True):
+            col = names.fresh(pname)
+            baggs.append((col, E.Aggregate(how, (E.Ref(pname, p.type),), p.type)))
+            refs.append(E.Ref(col, p.type))
+        if name in ("count", "count_star"):
+            values.append(E.Call("coalesce", (refs[0], E.Literal(0, BIGINT)), BIGINT))
+        elif name == "avg":
+            ratio = [E.Call("cast", (r,), DOUBLE) for r in refs]
+            values.append(E.Call("div", tuple(ratio), DOUBLE))
+        else:
+            values.append(refs[0])
+    return baggs, values
 
 
 def _grouping_bits(agg: E.Aggregate, key_cols: list[tuple[str, E.Expr]],

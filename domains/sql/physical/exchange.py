@@ -133,18 +133,23 @@ def _all_counts(n: int, comm: Any) -> list[int]:
 def global_dictionaries(columns: dict[str, Column], comm: Any) -> dict[str, Column]:
     """Collective. String columns with one sorted dictionary over all ranks (codes remapped),
     so a code means the same string everywhere. Columns sharing one dictionary object share
-    the merged one."""
+    the merged one. A column is merged where any rank's dictionary is not known to be global
+    (a rank's rows may come from a scan on one rank and from a computed column on another),
+    so every rank takes part in the same merges."""
     if comm.Get_size() == 1:
         return columns
-    out = {}
-    for name in sorted(columns):  # the same order on every rank
-        c = columns[name]
-        if c.kind == "string" and not _is_global(c.dictionary):
+    names = sorted(n for n, c in columns.items() if c.kind == "string")  # same on every rank
+    local = np.asarray([not _is_global(columns[n].dictionary) for n in names], np.int64)
+    wanted = allreduce(local, "sum", comm) > 0 if len(names) else local > 0
+    out = dict(columns)
+    for name, merge in zip(names, wanted, strict=True):
+        if merge:
+            c = columns[name]
             c = Column(c.values, c.kind, c.dictionary, c.valid)
             merge_dictionaries(Table({"c": c}), comm)
             mark_global(c.dictionary)
-        out[name] = c
-    return {n: out[n] for n in columns}
+            out[name] = c
+    return out
 
 
 def global_count_many(counts: list[int], comm: Any) -> np.ndarray:

@@ -9,6 +9,7 @@ seconds on this rank are recorded for EXPLAIN ANALYZE.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -63,6 +64,7 @@ class Executor:
         self.comm = comm
         self.analyze = analyze
         self.profile: dict[int, tuple[int, float]] = {}
+        self._shared: dict[P.Node, Side | None] = {}  # subplans met more than once: rows
         # scanned column (held, so its id stays its own) -> its physical form
         self._converted: dict[tuple[int, Any], tuple[Column, Column]] = {}
         self._ops = {
@@ -75,9 +77,13 @@ class Executor:
 
     def run(self, plan: P.Node) -> Table:
         """Collective. The plan's result: all rows on rank 0, none elsewhere. An error on
-        any rank (a value that does not convert, an overflow) is raised on every rank."""
+        any rank (a value that does not convert, an overflow) is raised on every rank.
+        A subplan that appears more than once (equal nodes: the rows grouping sets regroup)
+        runs once."""
         if not isinstance(plan, P.Output):
             raise TypeError("run: the plan must end in an Output node")
+        seen = Counter(P.nodes(plan))
+        self._shared = {node: None for node, count in seen.items() if count > 1}
         try:
             side, failure = self.side(plan), None
         except SQLError as exc:
@@ -91,7 +97,12 @@ class Executor:
     def side(self, node: P.Node) -> Side:
         """Collective. This rank's rows of ``node``."""
         t0 = time.perf_counter()
-        out = self._ops[type(node)](node)
+        shared = node in self._shared
+        out = self._shared[node] if shared else None
+        if out is None:
+            out = self._ops[type(node)](node)
+            if shared:
+                self._shared[node] = out
         if self.analyze:
             self.profile[id(node)] = (out.nrows, time.perf_counter() - t0)
         return out
