@@ -318,15 +318,19 @@ class Output(_Unary):
 @dataclass(frozen=True)
 class Exchange(_Unary):
     """Rows moved between ranks: ``"hash"`` on ``keys`` (equal keys meet on one rank),
-    ``"broadcast"`` (every rank gets all rows) or ``"gather"`` (rank 0 gets all rows)."""
+    ``"range"`` by ``order`` (rank ``r``'s rows all sort before rank ``r + 1``'s, equal keys
+    on one rank), ``"broadcast"`` (every rank gets all rows) or ``"gather"`` (rank 0 gets all
+    rows)."""
 
     input: Node
     how: str
     keys: tuple[Expr, ...] = ()
+    order: tuple[SortKey, ...] = ()
 
     def describe(self) -> str:
-        keys = f" [{', '.join(map(str, self.keys))}]" if self.keys else ""
-        return f"Exchange {self.how}{keys}"
+        keys = self.order or self.keys
+        text = f" [{', '.join(map(str, keys))}]" if keys else ""
+        return f"Exchange {self.how}{text}"
 
 
 def expressions(node: Node) -> list[Expr]:
@@ -345,7 +349,7 @@ def expressions(node: Node) -> list[Expr]:
     if isinstance(node, Window):
         return [w for _, w in node.functions]
     if isinstance(node, Exchange):
-        return list(node.keys)
+        return list(node.keys) + [k.expr for k in node.order]
     if isinstance(node, Output):
         from .expr import Ref
 

@@ -7,7 +7,9 @@ gathered result) or ``replicated`` (every rank holds all of them: a broadcast jo
 A join broadcasts its smaller side when that side is small (or NOT IN's null-aware side,
 whose NULLs every rank must see), else hash-partitions both sides on the equi-join keys;
 an aggregate or DISTINCT hash-partitions on its keys (a scalar aggregate gathers), a window
-node on its PARTITION BY keys (without them it gathers); sorting,
+node on its PARTITION BY keys (without them, one ordered sequence: range-partitioned by its
+ORDER BY where the window operator computes its functions across ranks, else gathered);
+sorting,
 LIMIT and the result gather on rank 0, a LIMIT under ORDER BY keeping each rank's top rows
 first.
 """
@@ -89,6 +91,32 @@ def distribute(plan: P.Node, rows_of: Callable[[str], int], ranks: int,
     return _place(plan, rows_of, broadcast_rows)[0]
 
 
+# what a window without PARTITION BY computes over rows range-partitioned across ranks
+SPREAD_FUNCTIONS = frozenset({"row_number", "rank", "dense_rank", "percent_rank", "cume_dist",
+                              "ntile", "lag", "lead", "count_star", "count", "sum", "avg",
+                              "min", "max", "bool_and", "bool_or"})
+
+
+def spreads(w: E.Window) -> bool:
+    """Whether the window operator computes ``w`` over a range-partitioned sequence (else
+    its rows must be on one rank): the functions of :data:`SPREAD_FUNCTIONS` (LAG and LEAD
+    without IGNORE NULLS; aggregates without DISTINCT, over ROWS frames or RANGE frames
+    bounded by UNBOUNDED and CURRENT ROW, an UNBOUNDED end on the side of the frame's other
+    end), ordered."""
+    if w.partition or not w.order or w.name not in SPREAD_FUNCTIONS:
+        return False
+    if w.name in ("lag", "lead"):
+        return not w.ignore_nulls
+    if w.name in E.WINDOW_FUNCTIONS:
+        return True
+    start, end = w.frame.start, w.frame.end
+    if w.distinct or (w.frame.kind == "range" and (start.offset is not None or
+                                                   end.offset is not None)):
+        return False
+    return not (start.side == "unbounded_preceding" and end.side == "preceding" or
+                end.side == "unbounded_following" and start.side == "following")
+
+
 def _gather(node: P.Node, placement: str) -> P.Node:
     return node if placement == "root" else P.Exchange(node, "gather")
 
@@ -120,9 +148,13 @@ def _place(node: P.Node, rows_of: Callable[[str], int],
         keys = tuple(E.Ref(f.name, f.type) for f in child.schema)
         return node.with_inputs((P.Exchange(child, "hash", keys),)), "spread"
     if isinstance(node, P.Window):
-        if not node.partition or where == "root":  # one ordered sequence: on rank 0
-            return node.with_inputs((_gather(child, where),)), "root"
-        return node.with_inputs((P.Exchange(child, "hash", node.partition),)), "spread"
+        if where == "root":
+            return node.with_inputs((child,)), "root"
+        if node.partition:
+            return node.with_inputs((P.Exchange(child, "hash", node.partition),)), "spread"
+        if all(spreads(w) for _, w in node.functions):  # one sequence, ranges per rank
+            return node.with_inputs((P.Exchange(child, "range", (), node.order),)), "spread"
+        return node.with_inputs((_gather(child, where),)), "root"
     if isinstance(node, P.Sort):
         return node.with_inputs((_gather(child, where),)), "root"
     if isinstance(node, P.Limit):

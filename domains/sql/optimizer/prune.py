@@ -41,7 +41,7 @@ def _prune(node: P.Node, needed: set[str]) -> P.Node:
         return node.with_inputs((_prune(node.input, needed | _refs([k.expr for k in
                                                                      node.keys])),))
     if isinstance(node, P.Exchange):
-        return node.with_inputs((_prune(node.input, needed | _refs(list(node.keys))),))
+        return node.with_inputs((_prune(node.input, needed | _refs(P.expressions(node))),))
     if isinstance(node, P.Limit):
         return node.with_inputs((_prune(node.input, needed),))
     if isinstance(node, P.Aggregate):

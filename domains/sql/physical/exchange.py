@@ -23,8 +23,8 @@ from hpc.backend import array_module
 from hpc.collectives import allreduce
 from hpc.shuffle import hash_partition
 
-__all__ = ["hash_rows", "exchange", "global_dictionaries", "key_hash",
-           "mark_global", "global_count_many", "agree"]
+__all__ = ["hash_rows", "exchange", "global_dictionaries", "key_hash", "range_destinations",
+           "Ranks", "mark_global", "global_count_many", "agree"]
 
 _global: dict[int, Any] = {}  # id -> weak reference of dictionaries equal on every rank
 
@@ -99,9 +99,11 @@ def hash_rows(columns: dict[str, Column], keys: list[Column], comm: Any) -> dict
 
 
 def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column],
-             comm: Any) -> tuple[dict[str, Column], int]:
+             comm: Any, directions: list[tuple[bool, bool]] | None = None
+             ) -> tuple[dict[str, Column], int]:
     """Collective. ``columns`` (this rank's ``nrows`` rows) moved as ``how`` says
-    (``"hash"`` on ``keys``, ``"broadcast"``, ``"gather"``); the new columns and row count."""
+    (``"hash"`` on ``keys``, ``"range"`` by ``keys`` sorted in ``directions`` ((ascending,
+    nulls first) per key), ``"broadcast"``, ``"gather"``); the new columns and row count."""
     if comm.Get_size() == 1:
         return columns, nrows
     columns = global_dictionaries(settle_columns(columns, comm), comm)
@@ -115,6 +117,10 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
         return {}, int(np.array_split(np.arange(total), comm.Get_size())[comm.Get_rank()].size)
     if how == "hash":
         out = hash_rows(columns, keys, comm)
+    elif how == "range":
+        keys = list(global_dictionaries(dict(enumerate(keys)), comm).values())  # type: ignore
+        order = [(k, a, f) for k, (a, f) in zip(keys, directions or [], strict=True)]
+        out = ship(columns, range_destinations(order, nrows, comm), comm)
     elif how == "broadcast":
         out = allgather_columns(columns, comm)
     elif how == "gather":
@@ -122,6 +128,83 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
     else:
         raise ValueError(f"exchange {how!r}: expected hash, broadcast or gather")
     return out, len(next(iter(out.values())))
+
+
+_SAMPLES_PER_RANK = 64  # sort keys each rank offers for choosing the ranges
+
+
+def range_destinations(keys: list[tuple[Column, bool, bool]], n: int, comm: Any) -> np.ndarray:
+    """Collective. Per row, the rank whose range of sort keys (``(column, ascending,
+    nulls_first)``, as ORDER BY) holds it: rank ``r``'s rows all sort before rank ``r + 1``'s,
+    rows with equal keys go to one rank, and the ranges come from a sample of every rank's
+    keys, so ranks get about equal rows unless one key value is most of them. String keys
+    must have the same dictionary on every rank (:func:`global_dictionaries`)."""
+    from .columns import sort_order, stack
+
+    size = comm.Get_size()
+    order = sort_order(keys, n)
+    picks = order[np.linspace(0, n - 1, min(n, _SAMPLES_PER_RANK)).astype(np.int64)] if n \
+        else np.zeros(0, np.int64)
+    sample = allgather_columns({str(j): k.take(picks) for j, (k, _, _) in enumerate(keys)},
+                               comm)
+    cols = [sample[str(j)] for j in range(len(keys))]
+    m = len(cols[0]) if cols else 0
+    if m == 0:
+        return np.zeros(n, np.int64)
+    ranked = sort_order([(c, a, f) for c, (_, a, f) in zip(cols, keys, strict=True)], m)
+    splitters = ranked[(np.arange(1, size) * m) // size]
+    # local rows and splitters in one order, a row before a splitter equal to it: the number
+    # of splitters before a row is its rank
+    both = [(stack(k, c.take(splitters)), a, f) for (k, a, f), c in zip(keys, cols,
+                                                                      strict=True)]
+    is_splitter = np.concatenate([np.zeros(n, np.int64), np.ones(size - 1, np.int64)])
+    both.append((Column(is_splitter, "int"), True, False))
+    merged = sort_order(both, n + size - 1)
+    before = np.cumsum(is_splitter[merged])
+    dest = np.empty(n + size - 1, np.int64)
+    dest[merged] = before
+    return dest[:n]
+
+
+class Ranks:
+    """Collective construction. What a window operator needs to know of the other ranks when
+    one sequence of rows is range-partitioned over them (rank ``r``'s rows all come before
+    rank ``r + 1``'s): where this rank's rows start in the sequence, its length, per-rank
+    figures, and the rows just before and after this rank's."""
+
+    def __init__(self, n: int, comm: Any) -> None:
+        from hpc.collectives import row_counts
+
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.counts = row_counts(n, comm)
+        self.offset = int(self.counts[: self.rank].sum())
+        self.total = int(self.counts.sum())
+
+    def gathered(self, values: np.ndarray) -> np.ndarray:
+        """Collective. Every rank's ``values`` (a 1-D array of one length on every rank) as
+        the rows of a 2-D array, in rank order."""
+        from hpc.collectives import allgather_rows
+
+        return np.asarray(allgather_rows(np.asarray(values)[None, :], self.comm))
+
+    def halo(self, columns: dict[str, Column], before: int, after: int
+             ) -> tuple[dict[str, Column], dict[str, Column]]:
+        """Collective. The ``before`` rows of the sequence just before this rank's rows and
+        the ``after`` rows just after them (fewer at its ends), for every column."""
+        n = int(self.counts[self.rank])
+        tails = allgather_columns({k: c.take(np.arange(n - min(n, before), n))
+                                   for k, c in columns.items()}, self.comm)
+        heads = allgather_columns({k: c.take(np.arange(min(n, after)))
+                                   for k, c in columns.items()}, self.comm)
+        tail_end = int(np.minimum(self.counts, before)[: self.rank].sum())
+        head_start = int(np.minimum(self.counts, after)[: self.rank + 1].sum())
+        lo = max(tail_end - before, 0)
+        prior = {k: c.take(np.arange(lo, tail_end)) for k, c in tails.items()}
+        m = len(next(iter(heads.values()))) if heads else 0
+        nxt = {k: c.take(np.arange(head_start, min(head_start + after, m)))
+               for k, c in heads.items()}
+        return prior, nxt
 
 
 def _all_counts(n: int, comm: Any) -> list[int]:

@@ -24,7 +24,7 @@ from hpc.domains.sql.table import Column, Decimals, Table
 from .aggregates import aggregate_column
 from .columns import group_keys, sort_order, stack
 from .evaluate import Batch, evaluate
-from .exchange import agree, exchange, global_count_many, mark_global
+from .exchange import Ranks, agree, exchange, global_count_many, mark_global
 from .join import Side, join
 from .window import window_columns
 
@@ -229,7 +229,9 @@ class Executor:
 
     def _window(self, node: P.Window) -> Side:
         side = self.side(node.input)
-        added = window_columns(node, _batch(side))
+        spread = isinstance(node.input, P.Exchange) and node.input.how == "range"
+        ranks = Ranks(side.nrows, self.comm) if spread else None  # one ordered sequence
+        added = window_columns(node, _batch(side), ranks)
         return Side({**side.columns, **added}, side.nrows)
 
     # -- ordering ---------------------------------------------------------------------------
@@ -249,12 +251,14 @@ class Executor:
         # the ranks meet here: an error below on any rank is raised on all of them first
         try:
             side, failure = self.side(node.input), None
-            keys = [evaluate(e, _batch(side)) for e in node.keys]
+            keys = [evaluate(e, _batch(side)) for e in node.keys or
+                    [k.expr for k in node.order]]
         except SQLError as exc:
             side, failure = None, exc
         agree(failure, self.comm)
         assert side is not None
-        cols, n = exchange(side.columns, side.nrows, node.how, keys, self.comm)
+        directions = [(k.ascending, k.nulls_first) for k in node.order]
+        cols, n = exchange(side.columns, side.nrows, node.how, keys, self.comm, directions)
         return Side(cols, n)
 
     def _output_side(self, node: P.Output) -> Side:

@@ -26,7 +26,8 @@ from hpc.domains.sql.table import Column
 from . import window_kernels as K
 from .aggregates import aggregate_column
 from .columns import group_keys, sort_order, stack
-from .evaluate import Batch, _make, _rescale, evaluate, null_column, to_float
+from .evaluate import Batch, _make, _rescale, evaluate, to_float
+from .exchange import Ranks
 
 __all__ = ["window_columns"]
 
@@ -55,8 +56,14 @@ class _Layout:
         return np.arange(self.n, dtype=np.int64)
 
 
-def window_columns(node: P.Window, batch: Batch) -> dict[str, Column]:
+def window_columns(node: P.Window, batch: Batch, ranks: Ranks | None = None
+                   ) -> dict[str, Column]:
     """The columns of ``node``'s window functions over ``batch`` (in its row order).
+
+    ``ranks``: the node has no PARTITION BY and its rows are one sequence range-partitioned
+    over the ranks by its ORDER BY (:class:`~.exchange.Ranks`): the functions take the other
+    ranks' rows into account (global row numbers, the rows just before and after, the
+    aggregates of the ranks before and after). Collective then.
 
     Raises
     ------
@@ -79,7 +86,11 @@ def window_columns(node: P.Window, batch: Batch) -> dict[str, Column]:
     inverse[perm] = np.arange(n)
     out = {}
     for name, w in node.functions:
-        out[name] = _function(w, sorted_batch, layout, pid[perm]).take(inverse)
+        if ranks is None:
+            column = _function(w, sorted_batch, layout, pid[perm])
+        else:
+            column = _spread_function(w, sorted_batch, layout, ranks)
+        out[name] = column.take(inverse)
     return out
 
 
@@ -292,47 +303,45 @@ _FRAMED = frozenset({"count_star", "count", "sum", "avg", "min", "max", "stddev_
 
 def _aggregate(w: E.Window, batch: Batch, lay: _Layout, pid: np.ndarray, fs: np.ndarray,
                fe: np.ndarray) -> Column:
-    kept = None
-    if w.filter is not None:
-        f = evaluate(w.filter, batch)
-        kept = np.asarray(f.values, bool) & (True if f.valid is None else f.valid)
-    args = [evaluate(a, batch) for a in w.args]
+    col, present = _argument(w, batch)
     if np.array_equal(fs, lay.part_start) and np.array_equal(fe, lay.part_end):
-        return _whole_partition(w, args, pid, kept)
+        return _whole_partition(w, batch, pid)
     if w.distinct or w.name not in _FRAMED:
         raise UnsupportedSQL(f"{w.name.upper()}{' DISTINCT' if w.distinct else ''} over a "
                              "window frame smaller than the partition is not supported")
-    if w.name == "count_star":
-        if kept is None:
-            return _make(fe - fs, w.type)
-        return _make(_frame_count(kept, fs, fe), w.type)
-    col, t = args[0], w.args[0].type
-    if t.kind == "null":
-        return _make(np.zeros(lay.n, np.int64), w.type) if w.name == "count" else \
-            null_column(w.type, lay.n)
-    present = np.ones(lay.n, bool) if col.valid is None else col.valid.copy()
-    if kept is not None:
-        present &= kept
-    count = _frame_count(present, fs, fe)
-    if w.name == "count":
-        return _make(count, w.type)
-    if w.name in ("sum", "avg"):
-        return _sum_or_avg(w, col, t, present, count, fs, fe)
-    if w.name in ("min", "max", "bool_and", "bool_or"):
-        return _extreme(w, col, present, count, fs, fe)
-    return _variance(w, col, t, present, count, fs, fe)
+    if w.name in ("stddev_samp", "stddev_pop", "var_samp", "var_pop"):
+        return _variance(w, col, w.args[0].type, present, _frame_count(present, fs, fe), fs,
+                         fe)
+    return finish(w, col, frame_stats(w, col, present, fs, fe))
 
 
-def _whole_partition(w: E.Window, args: list[Column], pid: np.ndarray,
-                     kept: np.ndarray | None) -> Column:
+def _argument(w: E.Window, batch: Batch) -> tuple[Column, np.ndarray]:
+    """An aggregate's argument column (COUNT(*): a column of ones) and the rows it counts:
+    non-NULL, where its FILTER holds."""
+    if w.name == "count_star" or w.args[0].type.kind == "null":
+        col = Column(np.ones(batch.nrows, np.int64), "int")
+        present = np.full(batch.nrows, w.name == "count_star")
+    else:
+        col = evaluate(w.args[0], batch)
+        present = np.ones(batch.nrows, bool) if col.valid is None else col.valid.copy()
+    if w.filter is not None:
+        f = evaluate(w.filter, batch)
+        present &= np.asarray(f.values, bool) & (True if f.valid is None else f.valid)
+    return col, present
+
+
+def _whole_partition(w: E.Window, batch: Batch, pid: np.ndarray) -> Column:
     """An aggregate whose frame is every row's whole partition: the grouped aggregate of
     each partition, repeated on its rows (any aggregate, DISTINCT too)."""
+    args = [evaluate(a, batch) for a in w.args]
     ngroups = int(pid.max()) + 1 if len(pid) else 0
     ids = pid
-    if kept is not None:  # the rows FILTER drops go to one extra group, dropped
+    if w.filter is not None:  # the rows FILTER drops go to one extra group, dropped
+        f = evaluate(w.filter, batch)
+        kept = np.asarray(f.values, bool) & (True if f.valid is None else f.valid)
         ids = np.where(kept, pid, ngroups)
     agg = E.Aggregate(w.name, w.args, w.type, w.distinct, (), w.params)
-    column = aggregate_column(agg, ids, ngroups + (kept is not None), args,
+    column = aggregate_column(agg, ids, ngroups + (w.filter is not None), args,
                               [a.type for a in w.args])
     return column.take(pid)
 
@@ -343,60 +352,104 @@ def _frame_count(present: np.ndarray, fs: np.ndarray, fe: np.ndarray) -> np.ndar
     return before[fe] - before[fs]
 
 
-def _sum_or_avg(w: E.Window, col: Column, t: SQLType, present: np.ndarray, count: np.ndarray,
-                fs: np.ndarray, fe: np.ndarray) -> Column:
-    has = count > 0
-    if t.kind in ("integer", "decimal", "boolean"):
-        v = np.where(present, col.values.astype(np.int64), 0)
-        exact = np.zeros(len(v) + 1, np.int64)
-        approx = np.zeros(len(v) + 1, np.float64)
-        with np.errstate(over="ignore"):
-            np.cumsum(v, out=exact[1:])  # modulo 2**64: exact wherever the sum fits
-            total = exact[fe] - exact[fs]
-        np.cumsum(v.astype(np.float64), out=approx[1:])
-        rough = approx[fe] - approx[fs]
-        overflow = np.abs(rough - total.astype(np.float64)) > 2.0 ** 62
-        scale = t.scale if t.kind == "decimal" else 0
-        if w.name == "avg":
-            sums = np.where(overflow, rough, total.astype(np.float64)) / 10.0 ** scale
-            with np.errstate(all="ignore"):
-                return _make(sums / np.maximum(count, 1), w.type, has)
-        if bool((overflow & has).any()):
-            raise SQLError(f"overflow in SUM over a window frame: the sum does not fit the 64 "
-                           f"bits this engine holds {w.type} in")
-        if w.type.kind == "decimal" and w.type.scale != scale:
-            total = _rescale(total, scale, w.type.scale, has, w.type, "SUM")
-        return _make(total, w.type, has)
-    x = np.where(present, to_float(col, t), 0.0)
-    total = K.frame_reduce(x, present, fs, fe, K.SUM, 0.0)
-    if w.name == "avg":
-        with np.errstate(all="ignore"):
-            total = total / np.maximum(count, 1)
-    return _make(total, w.type, has)
+@dataclass
+class Stats:
+    """An aggregate's state over each of some frames, from which frames combine: the rows
+    it counts, its sum (integers and DECIMAL: exact int64, modulo 2**64, with ``rough``, a
+    float estimate that shows an overflow) or its extreme (the identity where no row), and
+    for a float MIN / MAX the NaNs among the rows."""
+
+    count: np.ndarray
+    value: np.ndarray
+    rough: np.ndarray
+    nans: np.ndarray
 
 
-def _extreme(w: E.Window, col: Column, present: np.ndarray, count: np.ndarray,
-             fs: np.ndarray, fe: np.ndarray) -> Column:
-    """MIN / MAX (BOOL_AND / BOOL_OR as MIN / MAX of booleans) over each frame; a NaN is
-    above every number, as DuckDB orders it."""
-    want_max = w.name in ("max", "bool_or")
-    op = K.MAX if want_max else K.MIN
+def _exact(w: E.Window) -> bool:
+    return w.args[0].type.kind in ("integer", "decimal", "boolean") if w.args else True
+
+
+def _wants_max(w: E.Window) -> bool:
+    return w.name in ("max", "bool_or")
+
+
+def frame_stats(w: E.Window, col: Column, present: np.ndarray, fs: np.ndarray,
+                fe: np.ndarray) -> Stats:
+    """The state of COUNT, SUM, AVG, MIN, MAX, BOOL_AND or BOOL_OR over every frame
+    ``[fs, fe)`` of ``col``'s rows where ``present``."""
+    count = _frame_count(present, fs, fe)
+    zeros = np.zeros(len(fs), np.float64)
+    nans = np.zeros(len(fs), np.int64)
+    if w.name in ("count", "count_star"):
+        return Stats(count, count, zeros, nans)
     v = col.values
-    has = count > 0
+    if w.name in ("sum", "avg"):
+        if _exact(w):
+            x = np.where(present, v.astype(np.int64), 0)
+            exact = np.zeros(len(x) + 1, np.int64)
+            approx = np.zeros(len(x) + 1, np.float64)
+            with np.errstate(over="ignore"):
+                np.cumsum(x, out=exact[1:])  # modulo 2**64: exact wherever the sum fits
+                total = exact[fe] - exact[fs]
+            np.cumsum(x.astype(np.float64), out=approx[1:])
+            return Stats(count, total, approx[fe] - approx[fs], nans)
+        x = np.where(present, to_float(col, w.args[0].type), 0.0)
+        return Stats(count, K.frame_reduce(x, present, fs, fe, K.SUM, 0.0), zeros, nans)
+    op = K.MAX if _wants_max(w) else K.MIN
     if v.dtype.kind == "f":
         nan = np.isnan(v) & present
         numbers = present & ~nan
-        fill = -np.inf if want_max else np.inf
+        fill = -np.inf if op == K.MAX else np.inf
         out = K.frame_reduce(np.where(numbers, v, fill).astype(np.float64), numbers, fs, fe,
                              op, fill)
-        nans = _frame_count(nan, fs, fe)
-        some = _frame_count(numbers, fs, fe)
-        out = np.where((nans > 0) & (want_max | (some == 0)), np.nan, out)
+        return Stats(count, out, zeros, _frame_count(nan, fs, fe))
+    fill = np.int64(_INT64.min if op == K.MAX else _INT64.max)
+    return Stats(count, K.frame_reduce(v.astype(np.int64), present, fs, fe, op, fill), zeros,
+                 nans)
+
+
+def combine(w: E.Window, a: Stats, b: Stats) -> Stats:
+    """The state over the rows of both ``a``'s and ``b``'s frames (row by row)."""
+    if w.name in ("sum", "avg", "count", "count_star"):
+        with np.errstate(over="ignore"):
+            value = a.value + b.value
+    else:
+        value = np.maximum(a.value, b.value) if _wants_max(w) else np.minimum(a.value, b.value)
+    return Stats(a.count + b.count, value, a.rough + b.rough, a.nans + b.nans)
+
+
+def finish(w: E.Window, col: Column, st: Stats) -> Column:
+    """The aggregate's column from its state over each row's frame."""
+    has = st.count > 0
+    if w.name in ("count", "count_star"):
+        return _make(st.count, w.type)
+    t = w.args[0].type
+    if w.name in ("sum", "avg"):
+        if not _exact(w):
+            total = st.value
+            if w.name == "avg":
+                with np.errstate(all="ignore"):
+                    total = total / np.maximum(st.count, 1)
+            return _make(total, w.type, has)
+        overflow = np.abs(st.rough - st.value.astype(np.float64)) > 2.0 ** 62
+        scale = t.scale if t.kind == "decimal" else 0
+        if w.name == "avg":  # DuckDB sums in 128 bits: past 64, the float sum
+            sums = np.where(overflow, st.rough, st.value.astype(np.float64)) / 10.0 ** scale
+            with np.errstate(all="ignore"):
+                return _make(sums / np.maximum(st.count, 1), w.type, has)
+        if bool((overflow & has).any()):
+            raise SQLError(f"overflow in SUM over a window frame: the sum does not fit the 64 "
+                           f"bits this engine holds {w.type} in")
+        total = st.value
+        if w.type.kind == "decimal" and w.type.scale != scale:
+            total = _rescale(total, scale, w.type.scale, has, w.type, "SUM")
+        return _make(total, w.type, has)
+    v = col.values
+    if v.dtype.kind == "f":  # a NaN is above every number, as DuckDB orders it
+        numbers = st.count - st.nans
+        out = np.where((st.nans > 0) & (_wants_max(w) | (numbers == 0)), np.nan, st.value)
         return _make(out, w.type, has)
-    ints = v.astype(np.int64)
-    fill = _INT64.min if want_max else _INT64.max
-    out = K.frame_reduce(ints, present, fs, fe, op, np.int64(fill))
-    out = np.where(has, out, 0)
+    out = np.where(has, st.value, 0)
     if v.dtype.kind == "b":
         return _make(out.astype(bool), w.type, has)
     return _make(out.astype(v.dtype), w.type, has, col.dictionary)
@@ -413,3 +466,125 @@ def _variance(w: E.Window, col: Column, t: SQLType, present: np.ndarray, count: 
         var = np.where(n == 1, 0.0, m2 / np.where(ok, denom, 1))
     out = np.sqrt(var) if w.name.startswith("stddev") else var
     return _make(out, w.type, ok)
+
+
+# ---------------------------------------------------------------------------------------
+# One sequence over several ranks
+# ---------------------------------------------------------------------------------------
+
+def _spread_function(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks) -> Column:
+    """A function of :data:`SPREAD_FUNCTIONS` over this rank's part of the sequence (its
+    peers all here: the range exchange keeps equal keys on one rank)."""
+    i, n = lay.position, lay.n
+    off, total = ranks.offset, ranks.total
+    if w.name == "row_number":
+        return _make(i + off + 1, w.type)
+    if w.name == "rank":
+        return _make(lay.peer_start + off + 1, w.type)
+    if w.name == "dense_rank":
+        new_peer = np.zeros(n, np.int64)
+        new_peer[lay.peer_start] = 1
+        groups = ranks.gathered(np.array([new_peer.sum()], np.int64))[:, 0]
+        return _make(np.cumsum(new_peer) + groups[: ranks.rank].sum(), w.type)
+    if w.name == "percent_rank":
+        rank = (lay.peer_start + off).astype(np.float64)
+        return _make(rank / (total - 1) if total > 1 else np.zeros(n), w.type)
+    if w.name == "cume_dist":
+        return _make((lay.peer_end + off) / max(total, 1), w.type)
+    if w.name == "ntile":
+        return _make(_ntile(i + off, np.full(n, total), int(w.params[0])), w.type)
+    if w.name in ("lag", "lead"):
+        return _spread_offset(w, batch, lay, ranks)
+    return _spread_aggregate(w, batch, lay, ranks)
+
+
+def _extended(columns: dict[str, Column], before: int, after: int, ranks: Ranks
+              ) -> tuple[dict[str, Column], int]:
+    """Collective. ``columns`` with the ``before`` rows of the sequence before this rank's
+    and the ``after`` rows after them around them, and how many came before."""
+    if not before and not after:
+        return columns, 0
+    prior, nxt = ranks.halo(columns, before, after)
+    out = {k: stack(stack(prior[k], c), nxt[k]) for k, c in columns.items()}
+    return out, len(next(iter(prior.values())))
+
+
+def _spread_offset(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks) -> Column:
+    k = int(w.params[0]) * (1 if w.name == "lag" else -1)  # rows back
+    x = evaluate(w.args[0], batch)
+    ext, hb = _extended({"x": x}, max(k, 0), max(-k, 0), ranks)
+    src = hb + lay.position - k
+    ok = (src >= 0) & (src < len(ext["x"]))
+    value = _pick(ext["x"], src, ok)
+    if len(w.args) < 2 or not lay.n:
+        return value
+    both = stack(value, evaluate(w.args[1], batch))
+    return both.take(np.where(ok, lay.position, lay.n + lay.position))
+
+
+def _spread_aggregate(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks) -> Column:
+    """An aggregate over frames that may reach into other ranks: the rows within its
+    offsets come from the neighbouring ranks, an UNBOUNDED end adds the aggregate of every
+    rank before (or after) this one."""
+    start, end, kind = w.frame.start, w.frame.end, w.frame.kind
+    before = max([int(b.offset) for b in (start, end) if b.side == "preceding"], default=0)
+    after = max([int(b.offset) for b in (start, end) if b.side == "following"], default=0)
+    col, present = _argument(w, batch)
+    ext, hb = _extended({"x": col, "p": Column(present, "bool")}, before, after, ranks)
+    x, p = ext["x"], np.asarray(ext["p"].values, bool)
+    n, size, i = lay.n, len(x), lay.position + hb
+    fs = _spread_bound(start, kind, i, lay, hb, size, True)
+    fe = np.maximum(_spread_bound(end, kind, i, lay, hb, size, False), fs)
+    stats = frame_stats(w, x, p, fs, fe)
+    # every rank's aggregate of its own rows, for the UNBOUNDED ends
+    mine = frame_stats(w, col, present, np.zeros(1, np.int64), np.full(1, n, np.int64))
+    every = [ranks.gathered(a) for a in (mine.count, mine.value, mine.rough, mine.nans)]
+    per_rank = [Stats(*(a[r] for a in every)) for r in range(len(every[0]))]
+    if start.side == "unbounded_preceding":
+        stats = combine(w, stats, _repeat(_fold(w, per_rank[: ranks.rank], mine), n))
+    if end.side == "unbounded_following":
+        stats = combine(w, stats, _repeat(_fold(w, per_rank[ranks.rank + 1:], mine), n))
+    return finish(w, col, stats)
+
+
+def _fold(w: E.Window, parts: list[Stats], like: Stats) -> Stats:
+    """The state over all ``parts`` (one frame each); ``like``'s identity when none."""
+    empty = frame_stats(w, Column(like.value[:0], "int"), np.zeros(0, bool),
+                        np.zeros(1, np.int64), np.zeros(1, np.int64)) if not parts else None
+    if empty is not None:
+        return Stats(empty.count, np.full(1, _identity(w, like.value), like.value.dtype),
+                     empty.rough, empty.nans)
+    out = parts[0]
+    for st in parts[1:]:
+        out = combine(w, out, st)
+    return out
+
+
+def _identity(w: E.Window, like: np.ndarray) -> object:
+    """The value of an aggregate's state over no rows."""
+    if w.name in ("sum", "avg", "count", "count_star"):
+        return 0
+    if like.dtype.kind == "f":
+        return -np.inf if _wants_max(w) else np.inf
+    return _INT64.min if _wants_max(w) else _INT64.max
+
+
+def _repeat(st: Stats, n: int) -> Stats:
+    return Stats(*(np.repeat(a, n) for a in (st.count, st.value, st.rough, st.nans)))
+
+
+def _spread_bound(b: E.Bound, kind: str, i: np.ndarray, lay: _Layout, hb: int, size: int,
+                  start: bool) -> np.ndarray:
+    """A frame bound in the positions of this rank's rows among their neighbours (``hb``
+    rows before, ``size`` in all; row ``r`` at ``i[r]``); an UNBOUNDED end stops at this
+    rank's rows (the other ranks' aggregates are added)."""
+    if b.side == "unbounded_preceding":
+        return np.full(lay.n, hb, np.int64)
+    if b.side == "unbounded_following":
+        return np.full(lay.n, hb + lay.n, np.int64)
+    if b.side == "current":
+        if kind == "range":
+            return hb + (lay.peer_start if start else lay.peer_end)
+        return i + (0 if start else 1)
+    step = int(b.offset) * (-1 if b.side == "preceding" else 1)
+    return np.clip(i + step + (0 if start else 1), 0, size)

@@ -532,6 +532,22 @@ WINDOWS = _feature(
      "sum(sum(l_quantity)) over (partition by l_returnflag) as fq, rank() over (order by "
      "sum(l_quantity) desc) as r from lineitem group by l_returnflag, l_linestatus "
      "order by f, s",),
+    # without PARTITION BY: one sequence over the ranks (range-partitioned), offsets and
+    # frames reaching over several ranks, ties (peers) and UNBOUNDED ends
+    ("select t.id as id, lag(t.i, 20) over (order by t.id) as l, lead(t.s, 17, 'x') over "
+     "(order by t.id desc) as ld, row_number() over (order by t.d nulls first, t.id) as rn "
+     "from t order by id",),
+    ("select t.id as id, dense_rank() over (order by t.g) as dr, percent_rank() over (order "
+     "by t.g desc nulls first) as pr, cume_dist() over (order by t.b) as cd, ntile(7) over "
+     "(order by t.g, t.id) as nt, rank() over (order by t.s) as r from t order by id",),
+    ("select t.id as id, sum(t.i) over (order by t.id) as run, count(*) over (order by t.g "
+     "nulls first) as peers, avg(t.m) over (order by t.id rows between 10 preceding and 12 "
+     "following) as mov from t order by id",),
+    ("select t.id as id, max(t.f) over (order by t.id rows between unbounded preceding and 3 "
+     "following) as mx, min(t.d) over (order by t.id desc rows between 2 preceding and "
+     "unbounded following) as mn, bool_or(t.b) over (order by t.id rows between 1 following "
+     "and 30 following) as bo, sum(t.m) filter (where t.b) over (order by t.g range between "
+     "unbounded preceding and unbounded following) as whole from t order by id",),
     # beyond the grammar: refused with the construct named
     ("select t.id as id, median(t.i) over (order by t.id rows 2 preceding) as m from t",
      "pending", "smaller than the partition"),
