@@ -138,6 +138,8 @@ class _Binder:
     def __init__(self, schema: Schema, names: Names) -> None:
         self.schema = schema
         self.names = names
+        # a WITH table's plan, bound once: id of its query -> plan
+        self.ctes: dict[int, tuple[P.Node, list[P.Field], list[str]]] = {}
 
     # -- queries ---------------------------------------------------------------------------
     def query(self, tree: exp.Expression, outer: Scope | None,
@@ -159,11 +161,13 @@ class _Binder:
         with_ = tree.args.get("with_") or tree.args.get("with")
         if with_:
             ctes = {**ctes, **{c.alias_or_name: c.this for c in with_.expressions}}
-        if tree.args.get("by_name") or tree.args.get("side") or tree.args.get("kind"):
+        if tree.args.get("side") or tree.args.get("kind"):
             raise UnsupportedSQL(f"this form of set operation is not supported: "
                                  f"{describe(tree)}")
         left, lf, names = self.query(tree.this, outer, ctes)
-        right, rf, _ = self.query(tree.expression, outer, ctes)
+        right, rf, rnames = self.query(tree.expression, outer, ctes)
+        if tree.args.get("by_name"):
+            left, lf, right, rf, names = self._by_name(left, lf, names, right, rf, rnames, tree)
         if len(lf) != len(rf):
             raise SQLError(f"{type(tree).__name__.upper()}: the sides have {len(lf)} and "
                            f"{len(rf)} columns{position(tree)}")
@@ -185,12 +189,40 @@ class _Binder:
         node = _order_and_limit(node, tree, fields, names)
         return node, fields, names
 
+    def _by_name(self, left: P.Node, lf: list[P.Field], lnames: list[str], right: P.Node,
+                 rf: list[P.Field], rnames: list[str], tree: exp.Expression):  # type: ignore
+        """``UNION [ALL] BY NAME``: both sides' columns matched by name (case-insensitive),
+        the left's first, then the right's others; a column one side lacks is NULL there."""
+        if not isinstance(tree, exp.Union):
+            raise UnsupportedSQL(f"BY NAME applies to UNION: {describe(tree)}")
+        order: list[str] = []
+        for n in lnames + rnames:
+            if n.lower() not in [o.lower() for o in order]:
+                order.append(n)
+
+        def side(node: P.Node, fields: list[P.Field], names: list[str],
+                 other: list[P.Field], other_names: list[str]) -> tuple[P.Node, list[P.Field]]:
+            by = {n.lower(): f for n, f in zip(names, fields, strict=True)}
+            others = {n.lower(): f for n, f in zip(other_names, other, strict=True)}
+            cols = []
+            for n in order:
+                f = by.get(n.lower())
+                e: E.Expr = E.Ref(f.name, f.type) if f is not None else E.Literal(
+                    None, others[n.lower()].type)
+                cols.append((self.names.fresh(n), e))
+            out = [P.Field(c, e.type) for c, e in cols]
+            return P.Project(node, tuple(cols)), out
+
+        left2, lf2 = side(left, lf, lnames, rf, rnames)
+        right2, rf2 = side(right, rf, rnames, lf, lnames)
+        return left2, lf2, right2, rf2, order
+
     def relation(self, item: exp.Expression, outer: Scope | None,
                  ctes: dict[str, exp.Expression]) -> _Relation:
         """A FROM item: a catalog table, a WITH table or a derived table."""
         alias = item.alias_or_name
         if isinstance(item, exp.Table) and item.name in ctes:
-            return self.derived(ctes[item.name], alias, outer, ctes)
+            return self.with_table(ctes[item.name], alias, outer, ctes)
         if isinstance(item, exp.Table):
             if item.args.get("db") or item.name not in self.schema:
                 raise SQLError(f"unknown table {item.sql(dialect='duckdb')}{position(item)}")
@@ -201,6 +233,26 @@ class _Binder:
         if isinstance(item, exp.Subquery):
             return self.derived(item.this, alias, outer, ctes)
         raise UnsupportedSQL(f"FROM item {describe(item)}: only tables and subqueries")
+
+    def with_table(self, tree: exp.Expression, alias: str, outer: Scope | None,
+                   ctes: dict[str, exp.Expression]) -> _Relation:
+        """A reference to a WITH table: its plan, bound once per query, under fresh column
+        names (a Project renaming them), so every reference reads the same subplan, which
+        runs once (the executor computes equal subplans once)."""
+        key = id(tree)
+        if key not in self.ctes:
+            try:  # bound on its own: it must not read the columns of an enclosing query
+                self.ctes[key] = self.query(tree, None, ctes)
+            except SQLError:
+                return self.derived(tree, alias, outer, ctes)
+        node, fields, names = self.ctes[key]
+        renamed = [P.Field(self.names.fresh(f.name), f.type) for f in fields]
+        node = P.Project(_project(node, fields), tuple(
+            (r.name, E.Ref(f.name, f.type)) for r, f in zip(renamed, fields, strict=True)))
+        columns: dict[tuple[str, str], P.Field] = {}
+        for name, f in zip(names, renamed, strict=True):
+            columns.setdefault((alias, name), f)
+        return _Relation(node, columns)
 
     def derived(self, tree: exp.Expression, alias: str, outer: Scope | None,
                 ctes: dict[str, exp.Expression]) -> _Relation:
@@ -702,6 +754,7 @@ def _order_and_limit(node: P.Node, tree: exp.Expression, fields: list[P.Field],
                      names: list[str]) -> P.Node:
     """ORDER BY (output names or positions), LIMIT and OFFSET of a set operation."""
     order = tree.args.get("order")
+    lowered = [n.lower() for n in names]
     if order is not None:
         keys = []
         for o in order.expressions:
@@ -709,8 +762,8 @@ def _order_and_limit(node: P.Node, tree: exp.Expression, fields: list[P.Field],
             if isinstance(term, exp.Literal) and term.is_int and 1 <= int(term.this) <= len(
                     fields):
                 f = fields[int(term.this) - 1]
-            elif isinstance(term, exp.Column) and term.name in names:
-                f = fields[names.index(term.name)]
+            elif isinstance(term, exp.Column) and term.name.lower() in lowered:
+                f = fields[lowered.index(term.name.lower())]  # names are case-insensitive
             else:
                 raise UnsupportedSQL(f"ORDER BY of a set operation names an output column or "
                                      f"position: {describe(term)}")

@@ -11,7 +11,8 @@ node on its PARTITION BY keys (without them, one ordered sequence: range-partiti
 ORDER BY where the window operator computes its functions across ranks, else gathered);
 sorting,
 LIMIT and the result gather on rank 0, a LIMIT under ORDER BY keeping each rank's top rows
-first.
+first; an ORDER BY of more rows than a broadcast side sorts in ranges of its keys, one per
+rank, and the gather of the result keeps their order.
 """
 
 from __future__ import annotations
@@ -156,10 +157,13 @@ def _place(node: P.Node, rows_of: Callable[[str], int],
             return node.with_inputs((P.Exchange(child, "range", (), node.order),)), "spread"
         return node.with_inputs((_gather(child, where),)), "root"
     if isinstance(node, P.Sort):
+        if where == "spread" and estimate(child, rows_of) > limit:  # a distributed sort:
+            # ranges of the keys per rank, each sorted there; a gather keeps rank order
+            return node.with_inputs((P.Exchange(child, "range", (), node.keys),)), "spread"
         return node.with_inputs((_gather(child, where),)), "root"
     if isinstance(node, P.Limit):
-        if isinstance(child, P.Sort) and where == "root" and node.limit is not None and \
-                isinstance(child.input, P.Exchange) and child.input.how == "gather":
+        if isinstance(child, P.Sort) and node.limit is not None and \
+                isinstance(child.input, P.Exchange) and child.input.how in ("gather", "range"):
             # each rank's top rows first: the gather moves at most ranks x (offset + limit)
             below = child.input.input
             top = P.Limit(P.Sort(below, child.keys), node.limit + node.offset, 0)

@@ -296,8 +296,10 @@ def small():
     ("select a from t where s > 3", SQLError,
      r"comparison >: incompatible types VARCHAR and INTEGER at line 1, column 23"),
     ("select sum(s) from t", SQLError, r"SUM needs a number, got VARCHAR at line 1"),
-    ("select a, row_number() over () from t", UnsupportedSQL,
-     r"window function .* at line 1, column 11"),
+    ("select a, sum(a) over (order by a groups 1 preceding) from t", UnsupportedSQL,
+     r"GROUPS frames .* at line 1, column 11"),
+    ("select a from t where row_number() over () > 1", SQLError,
+     r"WHERE cannot contain window functions at line 1, column 23"),
 ])
 def test_bad_queries_raise_clear_errors(small, sql, error, match):
     with pytest.raises(error, match=match):

@@ -393,8 +393,8 @@ def test_aggregate_filter() -> None:
 # --- errors ---------------------------------------------------------------------------
 
 UNSUPPORTED = [
-    ("row_number() OVER (ORDER BY i)", "WINDOW"),
-    ("sum(i) OVER ()", "WINDOW"),
+    ("sum(i) OVER (ORDER BY i GROUPS BETWEEN 1 PRECEDING AND CURRENT ROW)", "GROUPS"),
+    ("string_agg(s, ',' ORDER BY i) OVER ()", "ordered aggregate"),
     ("s SIMILAR TO 'a'", "SIMILARTO"),
     ("list_value(1, 2)", "ARRAY"),
     ("md5(s)", "MD5"),
@@ -421,7 +421,8 @@ def test_unsupported_names_construct_and_position(text: str, construct: str) -> 
 
 def test_window_position() -> None:
     with pytest.raises(UnsupportedSQL, match=r"WINDOW .* at line 2, column 3"):
-        bind("1 +\n  row_number() OVER (ORDER BY i)")
+        bind("1 +\n  sum(i) OVER (ORDER BY i ROWS BETWEEN 1 PRECEDING AND 1 FOLLOWING "
+             "EXCLUDE CURRENT ROW)")
 
 
 TYPE_ERRORS = [

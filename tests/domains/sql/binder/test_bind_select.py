@@ -81,7 +81,7 @@ def test_exchanges_appear_only_for_several_ranks():
     ("SELECT (SELECT k, y FROM b) FROM a", SQLError, "2 columns"),
     ("SELECT x FROM a UNION SELECT y FROM b", SQLError, "DECIMAL.* on one side and VARCHAR"),
     ("SELECT x, k FROM a EXCEPT SELECT k FROM b", SQLError, "2 and 1 columns"),
-    ("SELECT 1 AS w UNION ALL SELECT k FROM b WINDOW v AS ()", UnsupportedSQL, "WINDOWS"),
+    ("SELECT DISTINCT ON (k) x FROM a", UnsupportedSQL, "DISTINCT ON"),
     ("SELECT x FROM a WHERE x > (SELECT MAX(x) FROM a a2 WHERE a2.k < a.k GROUP BY a2.s)",
      UnsupportedSQL, "GROUP BY"),
     ("SELECT x FROM a LIMIT -1", (SQLError, UnsupportedSQL), "LIMIT"),

@@ -414,6 +414,13 @@ SETOPS = _feature(
     ("with a as (select t.g as g from t where t.i > 0) select g from a union "
      "select u.k from u where u.w < 0 order by g nulls first",),
     ("select t.d as d from t except select u.d from u order by d nulls first",),
+    # BY NAME: columns matched by name, case-insensitively; one side's missing ones NULL
+    ("select t.g as g, t.s as s from t union by name select u.s as s, u.k as k from u "
+     "order by g nulls first, s nulls first, k nulls first",),
+    ("select t.g as G from t union all by name select u.w as g, u.d as d from u "
+     "order by g nulls first, d nulls first",),
+    ("select t.m as m, t.b as b from t union all by name select u.m as m from u "
+     "order by m nulls first, b nulls first",),
 )
 
 GROUPING = _feature(
