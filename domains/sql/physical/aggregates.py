@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from hpc.domains.sql import strings
-from hpc.domains.sql.aggregate import minmax
+from hpc.domains.sql.aggregate import combine_ids, group_ids, minmax
 from hpc.domains.sql.errors import SQLError, UnsupportedSQL
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical.types import SQLType
@@ -104,17 +104,15 @@ def _key(col: Column, t: SQLType) -> np.ndarray:
 
 
 def _first_of_pairs(ids: np.ndarray, key: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """Rows that are the first (in input order) of their (group, key) pair among ``mask``."""
+    """Rows that are the first (in input order) of their (group, key) pair among ``mask``
+    (the pairs numbered by hashing, :func:`~hpc.domains.sql.aggregate.group_ids`)."""
     rows = np.flatnonzero(mask)
     out = np.zeros(len(ids), dtype=bool)
     if not len(rows):
         return out
-    g, k = ids[rows], key[rows]
-    order = np.lexsort((rows, k, g))
-    gs, ks = g[order], k[order]
-    first = np.ones(len(rows), dtype=bool)
-    first[1:] = (gs[1:] != gs[:-1]) | (ks[1:] != ks[:-1])
-    out[rows[order[first]]] = True
+    pairs = combine_ids([ids[rows], key[rows]], [None, None])
+    _, _, first = group_ids(pairs)
+    out[rows[first]] = True
     return out
 
 

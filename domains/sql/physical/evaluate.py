@@ -605,10 +605,47 @@ def _iso_week(days: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return year, (thursday - jan1) // 7 + 1
 
 
+def by_day(fn: Callable[[np.ndarray], np.ndarray], days: np.ndarray) -> np.ndarray:
+    """``fn`` of day numbers, computed once per day of their range where that range is much
+    smaller than the rows (dates repeat: the calendar arithmetic runs per day, one gather
+    per row)."""
+    n = len(days)
+    if n < 4096:
+        return fn(days)
+    lo, hi = int(days.min()), int(days.max())
+    if hi - lo + 1 > n // 4:
+        return fn(days)
+    table = fn(np.arange(lo, hi + 1, dtype=np.int64))
+    return table[days - lo]
+
+
+_DAY_PARTS = ("year", "month", "day", "quarter", "decade", "century", "millennium", "era",
+              "doy", "yearweek", "dow", "isodow", "week", "isoyear", "julian")
+
+
 def _part_of(part: str, col: Column, t: SQLType) -> np.ndarray:
     """EXTRACT(part FROM x) as int64, or float64 for epoch and julian."""
     days = _days(col, t)
+    if part in _DAY_PARTS:
+        return by_day(lambda d: _day_part(part, d), days)
     clock = _micros(col, t) - days * DAY_US
+    if part == "hour":
+        return clock // 3_600_000_000
+    if part == "minute":
+        return clock // 60_000_000 % 60
+    if part == "second":
+        return clock // 1_000_000 % 60
+    if part == "millisecond":
+        return clock // 1000 % 60_000
+    if part == "microsecond":
+        return clock % 60_000_000
+    if part == "epoch":
+        return _micros(col, t) / 1e6
+    raise UnsupportedSQL(f"EXTRACT of {part!r}")
+
+
+def _day_part(part: str, days: np.ndarray) -> np.ndarray:
+    """The parts of :data:`_DAY_PARTS` of day numbers."""
     if part in ("year", "month", "day", "quarter", "decade", "century", "millennium", "era",
                 "doy", "yearweek"):
         y, m, d = _civil(days)
@@ -640,21 +677,7 @@ def _part_of(part: str, col: Column, t: SQLType) -> np.ndarray:
         return _iso_week(days)[1]
     if part == "isoyear":
         return _iso_week(days)[0]
-    if part == "hour":
-        return clock // 3_600_000_000
-    if part == "minute":
-        return clock // 60_000_000 % 60
-    if part == "second":
-        return clock // 1_000_000 % 60
-    if part == "millisecond":
-        return clock // 1000 % 60_000
-    if part == "microsecond":
-        return clock % 60_000_000
-    if part == "epoch":
-        return _micros(col, t) / 1e6
-    if part == "julian":
-        return (days + 2440588).astype(np.float64)
-    raise UnsupportedSQL(f"EXTRACT of {part!r}")
+    return (days + 2440588).astype(np.float64)  # julian
 
 
 def _extract(e: E.Call, batch: Batch) -> Column:
@@ -707,7 +730,7 @@ def _date_trunc(e: E.Call, batch: Batch) -> Column:
             unit = _CLOCK_UNITS[part]
             us = col.values // unit * unit
     else:
-        us = _trunc_days(part, _days(col, t)) * DAY_US
+        us = by_day(lambda d: _trunc_days(part, d), _days(col, t)) * DAY_US
     if e.type.kind == "date":
         return _make(us // DAY_US, e.type, col.valid)
     return _make(us, e.type, col.valid)

@@ -407,3 +407,25 @@ def test_short_circuit_retries_failing_operands() -> None:
         assert python_values(evaluate(e, batch), e.type) == want, sql
     with pytest.raises(SQLError, match="Division by zero"):
         evaluate(bind("i // j"), batch)
+
+
+def test_calendar_parts_of_many_rows_equal_pythons_calendar():
+    """EXTRACT and DATE_TRUNC over many rows whose days repeat (computed once per day of
+    their range) and over days spread wide (computed per row) equal Python's calendar."""
+    from hpc.domains.sql.physical.evaluate import _day_part, _trunc_days, by_day
+
+    rng = np.random.default_rng(7)
+    epoch = dt.date(1970, 1, 1)
+    for days in (rng.integers(9000, 11000, 50_000), rng.integers(DAY_MIN, DAY_MAX, 50_000)):
+        dates = [epoch + dt.timedelta(days=int(d)) for d in days[:: 97]]
+        cases = {
+            "year": [d.year for d in dates], "month": [d.month for d in dates],
+            "doy": [d.timetuple().tm_yday for d in dates],
+            "week": [d.isocalendar()[1] for d in dates],
+        }
+        for part, want in cases.items():
+            got = by_day(lambda d, p=part: _day_part(p, d), days)[:: 97]
+            assert got.tolist() == want, part
+        month = by_day(lambda d: _trunc_days("month", d), days)[:: 97]
+        assert [epoch + dt.timedelta(days=int(m)) for m in month] == [
+            d.replace(day=1) for d in dates]
