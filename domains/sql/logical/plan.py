@@ -109,13 +109,17 @@ class Values(Node):
 
 @dataclass(frozen=True)
 class Filter(_Unary):
-    """Rows of ``input`` where ``condition`` is TRUE (not FALSE, not NULL)."""
+    """Rows of ``input`` where ``condition`` is TRUE (not FALSE, not NULL); ``settle``: raw
+    string columns of the scan below (read only by per-entry predicates here) given a
+    sorted dictionary of the strings the remaining rows hold, for the operators above."""
 
     input: Node
     condition: Expr
+    settle: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        return f"Filter {self.condition}"
+        then = f", then settle [{', '.join(self.settle)}]" if self.settle else ""
+        return f"Filter {self.condition}{then}"
 
 
 @dataclass(frozen=True)

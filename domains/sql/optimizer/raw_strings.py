@@ -1,9 +1,10 @@
-"""Raw string columns: a VARCHAR column that only its scan's filter reads, and only through
-per-entry predicates (LIKE, ILIKE, STARTS_WITH, a comparison with a constant, IN a list of
-constants, IS NULL), is read with Parquet's dictionaries as they are (``Scan.raw``): never
-sorted into a dictionary nor made into Python strings (a free-text column of millions of
-distinct entries), and dropped right after the filter. A planned column state: EXPLAIN
-shows it on the scan."""
+"""Raw string columns: a VARCHAR column that its scan's filter reads only through per-entry
+predicates (LIKE, ILIKE, STARTS_WITH, a comparison with a constant, IN a list of constants,
+IS NULL) is read with Parquet's dictionaries as they are (``Scan.raw``): not sorted into a
+dictionary before the filter (a free-text column of millions of distinct entries). Read
+nowhere else, it is dropped right after the filter; read above too, it is settled there
+(``Filter.settle``: a sorted dictionary of the strings of the rows the filter keeps, often
+few). Planned column states: EXPLAIN shows them on the scan and the filter."""
 
 from __future__ import annotations
 
@@ -32,13 +33,15 @@ def _mark(node: P.Node, uses: dict[str, int]) -> P.Node:
     if isinstance(node, P.Filter) and isinstance(node.input, P.Scan):
         scan = node.input
         names = [n for n, _, t in scan.columns if t.kind == "varchar"
-                 and uses.get(n, 0) == 1 and n in E.refs(node.condition)
-                 and _per_entry_only(node.condition, n)]
+                 and n in E.refs(node.condition) and _per_entry_only(node.condition, n)]
         if names:
             raw = tuple(src for n, src, _ in scan.columns if n in names)
+            read_above = tuple(n for n in names if uses.get(n, 0) > 1)
+            marked = P.Filter(replace(scan, raw=raw), node.condition, read_above)
+            if len(read_above) == len(names):
+                return marked
             kept = tuple((f.name, E.Ref(f.name, f.type)) for f in scan.schema
-                         if f.name not in names)
-            marked = P.Filter(replace(scan, raw=raw), node.condition)
+                         if f.name not in names or f.name in read_above)
             return P.Project(marked, kept)
         return node
     return node.with_inputs(tuple(_mark(c, uses) for c in node.inputs))

@@ -19,7 +19,7 @@ from hpc.domains.sql.errors import SQLError
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.optimizer.distribute import equi_keys
-from hpc.domains.sql.table import Column, Decimals, Table
+from hpc.domains.sql.table import Column, Decimals, Table, settle
 
 from .aggregates import aggregate_column
 from .columns import group_keys, sort_order, stack
@@ -140,7 +140,10 @@ class Executor:
     # -- row-wise ---------------------------------------------------------------------------
     def _filter(self, node: P.Filter) -> Side:
         side = self.side(node.input)
-        return _take(side, _rows_where(evaluate(node.condition, _batch(side))))
+        kept = _take(side, _rows_where(evaluate(node.condition, _batch(side))))
+        for name in node.settle:  # raw strings read above: sorted, on the rows kept
+            kept.columns[name] = settle(kept.columns[name])
+        return kept
 
     def _project(self, node: P.Project) -> Side:
         side = self.side(node.input)

@@ -97,11 +97,16 @@ def test_a_string_only_its_scan_filter_reads_per_entry_is_read_raw():
     plan = raw_strings(_plan("SELECT COUNT(*) FROM a WHERE s LIKE '%x%' AND k > 1"))
     (scan,) = [n for n in P.nodes(plan) if isinstance(n, P.Scan)]
     assert scan.raw == ("s",) and "s (raw)" in P.explain(plan)
-    for sql in ("SELECT s FROM a WHERE s LIKE '%x%'",  # read again above the filter
-                "SELECT COUNT(*) FROM a WHERE lower(s) = 'x'",  # not per entry
+    for sql in ("SELECT COUNT(*) FROM a WHERE lower(s) = 'x'",  # not per entry
                 "SELECT MAX(s) FROM a WHERE k > 1"):  # not read by the filter
         plan = raw_strings(_plan(sql))
         assert all(not n.raw for n in P.nodes(plan) if isinstance(n, P.Scan)), sql
+    # read again above the filter: raw below it, settled by it on the rows it keeps
+    plan = raw_strings(_plan("SELECT s FROM a WHERE s LIKE '%x%'"))
+    (scan,) = [n for n in P.nodes(plan) if isinstance(n, P.Scan)]
+    (filt,) = [n for n in P.nodes(plan) if isinstance(n, P.Filter)]
+    assert scan.raw == ("s",) and filt.settle == ("a.s",)
+    assert "then settle [a.s]" in P.explain(plan)
 
 
 def test_a_grouped_subquery_is_reduced_to_the_keys_its_partner_holds():
