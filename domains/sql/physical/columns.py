@@ -70,7 +70,33 @@ def sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
             v = np.where(col.valid, v, np.zeros(1, v.dtype))
         if not ascending:
             v = ~v.astype(np.int64)
-        null = np.zeros(n, np.int8) if col.valid is None else (~col.valid).astype(np.int8)
-        arrays.append(-null if nulls_first else null)
+        if col.valid is not None:
+            null = (~col.valid).astype(np.int8)
+            arrays.append(-null if nulls_first else null)
         arrays.append(v)
+    packed = _packed(arrays + [np.arange(n, dtype=np.int64)], n)
+    if packed is not None:  # the row number last: keys unique, any sort is the stable one
+        return np.argsort(packed)
+    packed = _packed(arrays, n)
+    if packed is not None:
+        return np.argsort(packed, kind="stable")
     return np.lexsort(arrays[::-1])
+
+
+def _packed(arrays: list[np.ndarray], n: int) -> np.ndarray | None:
+    """One int64 per row ordered as the rows' tuples of ``arrays`` (integer sort keys, the
+    most significant first), each key offset by its minimum into the bits its range needs;
+    None when they need more than 62 bits."""
+    if not n:
+        return None
+    spans = []
+    for a in arrays:
+        lo, hi = int(a.min()), int(a.max())
+        spans.append((lo, max(hi - lo, 0).bit_length()))
+    if sum(bits for _, bits in spans) > 62:
+        return None
+    out = np.zeros(n, np.int64)
+    for a, (lo, bits) in zip(arrays, spans, strict=True):
+        if bits:
+            out = (out << bits) | (a.astype(np.int64) - lo)
+    return out

@@ -186,6 +186,17 @@ def join(kind: str, left: Side, right: Side, lkeys: list[Column], rkeys: list[Co
 
 
 def _take(left: Side, right: Side, li: np.ndarray, ri: np.ndarray) -> Side:
-    cols = {n: c.take(li) for n, c in left.columns.items()}
-    cols.update({n: c.take(ri) for n, c in right.columns.items()})
+    cols = _rows_of(left, li)
+    cols.update(_rows_of(right, ri))
     return Side(cols, len(li))
+
+
+def _rows_of(side: Side, rows: np.ndarray) -> dict[str, Column]:
+    """The columns of ``side`` at ``rows``; as they are where ``rows`` is every row in order
+    (a lookup into a dimension table that every row matches once keeps the probe side as
+    it is, not copied column by column)."""
+    n = side.nrows
+    if len(rows) == n and n and rows[0] == 0 and rows[-1] == n - 1 and (
+            n < 2 or bool(np.all(rows[1:] > rows[:-1]))):
+        return dict(side.columns)
+    return {name: c.take(rows) for name, c in side.columns.items()}
