@@ -118,16 +118,22 @@ class Decimals(Column):
         where a value needs more than 64 bits)."""
         if self._values is not None and not self._chunks:
             return None
+        pieces = self.chunk_words()
+        if len(pieces) == 1 and pieces[0][2] == 1 and pieces[0][3] == scale and \
+                pieces[0][1].dtype == np.int64 and len(pieces[0][1]) == self._n:
+            return pieces[0][1]  # one chunk of int64 at this scale: the values as they are
         out = np.empty(self._n, dtype=np.int64)
-        bounds = [p[0] for p in self.chunk_words()] + [self._n]
-        for (start, words, stride, own), stop in zip(self.chunk_words(), bounds[1:],
-                                                      strict=True):
+        bounds = [p[0] for p in pieces] + [self._n]
+        for (start, words, stride, own), stop in zip(pieces, bounds[1:], strict=True):
             low = words[0::stride][: stop - start]
             if stride == 2 and bool(np.any(words[1::2][: stop - start] != (low >> 63))):
                 return None
             if own > scale:
                 return None
-            out[start:stop] = low * (10 ** (scale - own))
+            if own == scale:
+                out[start:stop] = low
+            else:
+                out[start:stop] = low * (10 ** (scale - own))
         return out
 
     def gather(self, index: np.ndarray) -> Column:

@@ -117,7 +117,8 @@ def _first_of_pairs(ids: np.ndarray, key: np.ndarray, mask: np.ndarray) -> np.nd
 
 
 def _counts(ids: np.ndarray, mask: np.ndarray, ngroups: int) -> np.ndarray:
-    return np.bincount(ids[mask], minlength=ngroups)[:ngroups].astype(np.int64)
+    rows = ids if bool(mask.all()) else ids[mask]  # no NULLs: no copy of the ids
+    return np.bincount(rows, minlength=ngroups)[:ngroups].astype(np.int64)
 
 
 def _exact_sum(ids: np.ndarray, values: np.ndarray, mask: np.ndarray, ngroups: int
@@ -176,10 +177,10 @@ def _sum(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLTyp
 
 def _avg(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLType,
          mask: np.ndarray, order: Any) -> Column:
-    counts = _counts(ids, mask, ngroups)
-    present = counts > 0
-    if t.kind in ("integer", "decimal"):
-        total, _, overflowed = _exact_sum(ids, col.values.astype(np.int64), mask, ngroups)
+    if t.kind in ("integer", "decimal"):  # the exact sums count the rows too
+        total, counts, overflowed = _exact_sum(ids, col.values.astype(np.int64), mask,
+                                               ngroups)
+        present = counts > 0
         sums = total.astype(np.float64)
         if bool(overflowed.any()):  # DuckDB sums in 128 bits: fall back to float there
             fsum = np.bincount(ids, weights=np.where(mask, col.values, 0).astype(np.float64),
@@ -188,6 +189,8 @@ def _avg(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLTyp
         if t.kind == "decimal":
             sums = sums / float(10 ** t.scale)
     else:
+        counts = _counts(ids, mask, ngroups)
+        present = counts > 0
         x = np.where(mask, to_float(col, t), 0.0)
         sums = np.bincount(ids, weights=x, minlength=ngroups)[:ngroups]
     with np.errstate(all="ignore"):

@@ -285,7 +285,9 @@ def literal_column(lit: E.Literal, n: int) -> Column:
         return Column(np.zeros(n, dtype=np.int32), "string",
                       np.asarray([str(lit.value)], dtype=object))
     kind = physical_kind(t)
-    return Column(np.full(n, _literal_scalar(lit.value, t), dtype=_DTYPES[kind]), kind)
+    # a read-only view of one value (stride 0): a comparison with a constant copies nothing
+    value = np.asarray(_literal_scalar(lit.value, t), dtype=_DTYPES[kind])
+    return Column(np.broadcast_to(value, (n,)), kind)
 
 
 def _ref(e: E.Ref, batch: Batch) -> Column:

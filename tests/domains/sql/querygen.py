@@ -444,7 +444,8 @@ def _window(draw, scope: _Scope) -> str:
                 "decimal": ["0", "0.25", "1", "3.50"]}[kind]
         sides = ["preceding", "following"]
         ends = [(draw(st.sampled_from(step)), draw(st.sampled_from(sides))) for _ in range(2)]
-        ends.sort(key=lambda e: float(e[0]) * (1 if e[1] == "following" else -1))
+        ends.sort(key=lambda e: (float(e[0]) * (1 if e[1] == "following" else -1),
+                                 e[1] == "following"))  # PRECEDING first: SQL's rule
         bounds = [f"{v} {side}" for v, side in ends]
         frame = draw(st.sampled_from([
             "", f" range between {bounds[0]} and {bounds[1]}",
