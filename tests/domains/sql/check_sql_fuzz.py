@@ -11,7 +11,7 @@ import sys
 from hpc.domains.sql import Catalog
 
 from hpc.comm import world
-from tests.domains.sql.querygen import check
+from tests.domains.sql.querygen import check, duckdb_over
 
 
 def main() -> int:
@@ -21,14 +21,7 @@ def main() -> int:
     failures = []
     for i, case in enumerate(cases):
         catalog = Catalog.from_directory(case["dir"])
-        con = None
-        if comm.Get_rank() == 0:
-            import duckdb
-
-            con = duckdb.connect()
-            for t in catalog.tables:
-                con.execute(f"create view {t} as select * from "
-                            f"read_parquet('{case['dir']}/{t}.parquet')")
+        con = duckdb_over(case["dir"], catalog.tables) if comm.Get_rank() == 0 else None
         for sql, ordered in case["queries"]:
             try:
                 problem = check(sql, ordered, catalog, con, comm)

@@ -10,7 +10,7 @@ import sys
 from hpc.domains.sql import Catalog, QueryOptions, query
 
 from hpc.comm import world
-from tests.domains.sql.querygen import compare, duckdb_rows, engine_rows
+from tests.domains.sql.querygen import compare, duckdb_over, duckdb_rows, engine_rows
 from tests.jobs import report
 
 # every table: id (unique), k (the sort key: its distribution differs per table), v, s
@@ -33,14 +33,7 @@ QUERIES = [
 def main() -> int:
     comm = world()
     catalog = Catalog.from_directory(sys.argv[1])
-    con = None
-    if comm.Get_rank() == 0:
-        import duckdb
-
-        con = duckdb.connect()
-        for t in catalog.tables:
-            con.execute(f"create view {t} as select * from "
-                        f"read_parquet('{sys.argv[1]}/{t}.parquet')")
+    con = duckdb_over(sys.argv[1], catalog.tables) if comm.Get_rank() == 0 else None
     failures, count = [], 0
     for table in catalog.tables:
         for text in QUERIES:

@@ -44,7 +44,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 __all__ = ["SCHEMA", "RTOL", "Query", "tables", "queries", "cases", "normal_rows", "check",
-           "to_arrow", "from_plain"]
+           "to_arrow", "from_plain", "duckdb_over"]
 
 #: kinds of the columns of each table (the join keys share kinds across tables)
 SCHEMA: dict[str, dict[str, str]] = {
@@ -588,6 +588,16 @@ def compare(ours: list[tuple], ref: list[tuple], ordered: bool) -> str | None:
         if len(x) != len(y) or not all(_same(a, b) for a, b in zip(x, y, strict=True)):
             return f"row {i}: ours {x} != duckdb {y}"
     return None
+
+
+def duckdb_over(directory: str, tables: list[str]) -> Any:
+    """A DuckDB connection with a view of every table's Parquet file in ``directory``."""
+    import duckdb
+
+    con = duckdb.connect()
+    for t in tables:
+        con.execute(f"create view {t} as select * from read_parquet('{directory}/{t}.parquet')")
+    return con
 
 
 def duckdb_rows(con: Any, sql: str) -> list[tuple]:
