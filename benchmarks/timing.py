@@ -41,9 +41,19 @@ def time_interleaved(
             if sync:
                 sync()
             local[0] = time.perf_counter() - t0
-            comm.Allreduce(local, slowest, op=MPI.MAX)
+            _idle_allreduce(comm, local, slowest)
             times[f, i] = slowest[0]
     return [float(statistics.median(row)) for row in times]
+
+
+def _idle_allreduce(comm: Any, local: np.ndarray, out: np.ndarray) -> None:
+    """Collective. The maximum of ``local`` over the ranks into ``out``, waiting without
+    spinning: a rank that is done (every rank but 0 while a peer library runs on rank 0)
+    sleeps between polls instead of busy-waiting in MPI, which would take a core from the
+    contender still running."""
+    request = comm.Iallreduce(local, out, op=MPI.MAX)
+    while not request.Test():
+        time.sleep(0.0005)
 
 
 def memcpy_bandwidth(nbytes: int = 1 << 28, reps: int = 5) -> float:

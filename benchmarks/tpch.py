@@ -63,11 +63,22 @@ def _duckdb_threads(comm: Any) -> int:
 
 def _duckdb(path: Path, tables: Any, threads: int, resident: bool = False) -> Any:
     """A DuckDB connection on ``threads`` threads with one view per Parquet table of ``path``
-    (with ``resident``, a table read into memory instead)."""
+    (with ``resident``, a table read into memory instead).
+
+    Its threads start on every core of the machine: under ``mpirun`` rank 0 is bound to one
+    core, and threads inherit the binding of the thread that starts them, so DuckDB's
+    ``threads`` would otherwise share that one core."""
     import duckdb
 
-    con = duckdb.connect()
-    con.execute(f"SET threads = {threads}")
+    bound = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    try:
+        if bound is not None:
+            os.sched_setaffinity(0, range(os.cpu_count() or 1))
+        con = duckdb.connect()
+        con.execute(f"SET threads = {threads}")
+    finally:
+        if bound is not None:
+            os.sched_setaffinity(0, bound)
     what = "TABLE" if resident else "VIEW"
     for t in tables:
         con.execute(f"CREATE {what} {t} AS SELECT * FROM read_parquet('{path}/{t}.parquet')")
