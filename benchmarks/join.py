@@ -29,7 +29,7 @@ from mpi4py import MPI
 
 from hpc.comm import world
 
-from .timing import time_interleaved
+from .timing import all_cores, time_interleaved
 
 __all__ = ["add_arguments", "run"]
 
@@ -78,8 +78,9 @@ def _peers(
     import duckdb
     import pyarrow as pa
 
-    con = duckdb.connect()
-    con.execute(f"SET threads = {threads}")
+    with all_cores():  # its threads on every core, not rank 0's one under mpirun
+        con = duckdb.connect()
+        con.execute(f"SET threads = {threads}")
     con.register("probe", pa.table(probe))
     con.register("build", pa.table(build))
     sql = "SELECT count(*), sum(p) + sum(q) FROM probe JOIN build USING (k)"

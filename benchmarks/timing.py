@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["time_interleaved", "memcpy_bandwidth"]
+__all__ = ["time_interleaved", "memcpy_bandwidth", "all_cores"]
+
+
+@contextmanager
+def all_cores() -> Iterator[None]:
+    """Within the block, the calling thread may run on every core; its binding is restored
+    after. A peer library's worker threads started here (DuckDB's ``SET threads``, polars'
+    pool) inherit that: under ``mpirun`` rank 0 is bound to one core, and the peer's threads
+    would otherwise all share it."""
+    bound = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    try:
+        if bound is not None:
+            os.sched_setaffinity(0, range(os.cpu_count() or 1))
+        yield
+    finally:
+        if bound is not None:
+            os.sched_setaffinity(0, bound)
 
 
 def time_interleaved(

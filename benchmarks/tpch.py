@@ -22,7 +22,7 @@ from typing import Any
 
 from hpc.comm import world
 
-from .timing import time_interleaved
+from .timing import all_cores, time_interleaved
 
 __all__ = ["add_arguments", "run"]
 
@@ -70,15 +70,9 @@ def _duckdb(path: Path, tables: Any, threads: int, resident: bool = False) -> An
     ``threads`` would otherwise share that one core."""
     import duckdb
 
-    bound = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    try:
-        if bound is not None:
-            os.sched_setaffinity(0, range(os.cpu_count() or 1))
+    with all_cores():
         con = duckdb.connect()
         con.execute(f"SET threads = {threads}")
-    finally:
-        if bound is not None:
-            os.sched_setaffinity(0, bound)
     what = "TABLE" if resident else "VIEW"
     for t in tables:
         con.execute(f"CREATE {what} {t} AS SELECT * FROM read_parquet('{path}/{t}.parquet')")
