@@ -303,9 +303,9 @@ _FRAMED = frozenset({"count_star", "count", "sum", "avg", "min", "max", "stddev_
 
 def _aggregate(w: E.Window, batch: Batch, lay: _Layout, pid: np.ndarray, fs: np.ndarray,
                fe: np.ndarray) -> Column:
-    col, present = _argument(w, batch)
     if np.array_equal(fs, lay.part_start) and np.array_equal(fe, lay.part_end):
         return _whole_partition(w, batch, pid)
+    col, present = _argument(w, batch)
     if w.distinct or w.name not in _FRAMED:
         raise UnsupportedSQL(f"{w.name.upper()}{' DISTINCT' if w.distinct else ''} over a "
                              "window frame smaller than the partition is not supported")
@@ -325,9 +325,14 @@ def _argument(w: E.Window, batch: Batch) -> tuple[Column, np.ndarray]:
         col = evaluate(w.args[0], batch)
         present = np.ones(batch.nrows, bool) if col.valid is None else col.valid.copy()
     if w.filter is not None:
-        f = evaluate(w.filter, batch)
-        present &= np.asarray(f.values, bool) & (True if f.valid is None else f.valid)
+        present &= _filtered(w.filter, batch)
     return col, present
+
+
+def _filtered(condition: E.Expr, batch: Batch) -> np.ndarray:
+    """Rows where a FILTER condition is TRUE."""
+    f = evaluate(condition, batch)
+    return np.asarray(f.values, bool) & (True if f.valid is None else f.valid)
 
 
 def _whole_partition(w: E.Window, batch: Batch, pid: np.ndarray) -> Column:
@@ -337,9 +342,7 @@ def _whole_partition(w: E.Window, batch: Batch, pid: np.ndarray) -> Column:
     ngroups = int(pid.max()) + 1 if len(pid) else 0
     ids = pid
     if w.filter is not None:  # the rows FILTER drops go to one extra group, dropped
-        f = evaluate(w.filter, batch)
-        kept = np.asarray(f.values, bool) & (True if f.valid is None else f.valid)
-        ids = np.where(kept, pid, ngroups)
+        ids = np.where(_filtered(w.filter, batch), pid, ngroups)
     agg = E.Aggregate(w.name, w.args, w.type, w.distinct, (), w.params)
     column = aggregate_column(agg, ids, ngroups + (w.filter is not None), args,
                               [a.type for a in w.args])
@@ -548,12 +551,12 @@ def _spread_aggregate(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks) -> 
 
 
 def _fold(w: E.Window, parts: list[Stats], like: Stats) -> Stats:
-    """The state over all ``parts`` (one frame each); ``like``'s identity when none."""
-    empty = frame_stats(w, Column(like.value[:0], "int"), np.zeros(0, bool),
-                        np.zeros(1, np.int64), np.zeros(1, np.int64)) if not parts else None
-    if empty is not None:
-        return Stats(empty.count, np.full(1, _identity(w, like.value), like.value.dtype),
-                     empty.rough, empty.nans)
+    """The state over all ``parts`` (one frame each); the state of no rows when none
+    (``like``: a state of the same value type)."""
+    if not parts:
+        zero = np.zeros(1, np.int64)
+        return Stats(zero, np.full(1, _identity(w, like.value), like.value.dtype),
+                     np.zeros(1, np.float64), zero)
     out = parts[0]
     for st in parts[1:]:
         out = combine(w, out, st)
