@@ -323,7 +323,8 @@ class Output(_Unary):
 class Exchange(_Unary):
     """Rows moved between ranks: ``"hash"`` on ``keys`` (equal keys meet on one rank),
     ``"range"`` by ``order`` (rank ``r``'s rows all sort before rank ``r + 1``'s, equal keys
-    on one rank), ``"broadcast"`` (every rank gets all rows) or ``"gather"`` (rank 0 gets all
+    on one rank; without ``order`` no row moves and the ranks' rows in rank order are one
+    sequence), ``"broadcast"`` (every rank gets all rows) or ``"gather"`` (rank 0 gets all
     rows)."""
 
     input: Node

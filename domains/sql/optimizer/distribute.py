@@ -92,30 +92,21 @@ def distribute(plan: P.Node, rows_of: Callable[[str], int], ranks: int,
     return _place(plan, rows_of, broadcast_rows)[0]
 
 
-# what a window without PARTITION BY computes over rows range-partitioned across ranks
-SPREAD_FUNCTIONS = frozenset({"row_number", "rank", "dense_rank", "percent_rank", "cume_dist",
-                              "ntile", "lag", "lead", "count_star", "count", "sum", "avg",
-                              "min", "max", "bool_and", "bool_or"})
-
-
 def spreads(w: E.Window) -> bool:
-    """Whether the window operator computes ``w`` over a range-partitioned sequence (else
-    its rows must be on one rank): the functions of :data:`SPREAD_FUNCTIONS` (LAG and LEAD
-    without IGNORE NULLS; aggregates without DISTINCT, over ROWS frames or RANGE frames
-    bounded by UNBOUNDED and CURRENT ROW, an UNBOUNDED end on the side of the frame's other
-    end), ordered."""
-    if w.partition or not w.order or w.name not in SPREAD_FUNCTIONS:
+    """Whether the window operator computes ``w`` over a sequence spread over the ranks
+    (range-partitioned by its ORDER BY; without ORDER BY, the ranks' rows in rank order),
+    else its rows must be on one rank: every function without PARTITION BY except over a
+    RANGE frame with an offset (its ends are values, searched within one rank's rows) and an
+    aggregate over a frame from an offset to the UNBOUNDED end on the same side (it would
+    need the other ranks' states from a row of theirs on)."""
+    if w.partition:
         return False
-    if w.name in ("lag", "lead"):
-        return not w.ignore_nulls
-    if w.name in E.WINDOW_FUNCTIONS:
-        return True
     start, end = w.frame.start, w.frame.end
-    if w.distinct or (w.frame.kind == "range" and (start.offset is not None or
-                                                   end.offset is not None)):
+    if w.frame.kind == "range" and (start.offset is not None or end.offset is not None):
         return False
-    return not (start.side == "unbounded_preceding" and end.side == "preceding" or
-                end.side == "unbounded_following" and start.side == "following")
+    return w.name in E.WINDOW_FUNCTIONS or not (
+        start.side == "unbounded_preceding" and end.side == "preceding" or
+        end.side == "unbounded_following" and start.side == "following")
 
 
 def _gather(node: P.Node, placement: str) -> P.Node:

@@ -103,7 +103,8 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
              ) -> tuple[dict[str, Column], int]:
     """Collective. ``columns`` (this rank's ``nrows`` rows) moved as ``how`` says
     (``"hash"`` on ``keys``, ``"range"`` by ``keys`` sorted in ``directions`` ((ascending,
-    nulls first) per key), ``"broadcast"``, ``"gather"``); the new columns and row count."""
+    nulls first) per key; without keys the rows stay: the ranks' rows in rank order are the
+    sequence), ``"broadcast"``, ``"gather"``); the new columns and row count."""
     if comm.Get_size() == 1:
         return columns, nrows
     columns = global_dictionaries(settle_columns(columns, comm), comm)
@@ -117,6 +118,8 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
         return {}, int(np.array_split(np.arange(total), comm.Get_size())[comm.Get_rank()].size)
     if how == "hash":
         out = hash_rows(columns, keys, comm)
+    elif how == "range" and not keys:  # no order: the sequence is the ranks' rows in order
+        out = columns
     elif how == "range":
         keys = list(global_dictionaries(dict(enumerate(keys)), comm).values())  # type: ignore
         order = [(k, a, f) for k, (a, f) in zip(keys, directions or [], strict=True)]
@@ -205,6 +208,62 @@ class Ranks:
         nxt = {k: c.take(np.arange(head_start, min(head_start + after, m)))
                for k, c in heads.items()}
         return prior, nxt
+
+    def fetch(self, columns: dict[str, Column], index: np.ndarray,
+              counts: np.ndarray | None = None) -> dict[str, Column]:
+        """Collective. Rows ``index`` (positions in ``[0, total)`` of a sequence of which this
+        rank holds ``columns``' rows, rank ``r`` ``counts[r]`` of them: by default the
+        window's sequence; a negative position: a NULL) of every column. Only the distinct
+        positions other ranks hold travel: each rank's requests to all, then the answers to
+        all."""
+        from .columns import stack
+
+        counts = self.counts if counts is None else np.asarray(counts, np.int64)
+        lo = int(counts[: self.rank].sum())
+        n = int(counts[self.rank])
+        index = np.asarray(index, np.int64)
+        local = (index >= lo) & (index < lo + n)
+        none = index < 0
+        if self.comm.Get_size() > 1:
+            columns = global_dictionaries(columns, self.comm)
+            wanted = np.unique(index[~local & ~none])
+            asked = allgather_columns({"i": Column(wanted, "int")}, self.comm)["i"].values
+            mine = np.unique(asked[(asked >= lo) & (asked < lo + n)])
+            answers = allgather_columns(
+                {"#": Column(mine, "int"), **{k: c.take(mine - lo) for k, c in columns.items()}},
+                self.comm)
+            found = np.asarray(answers.pop("#").values, np.int64)  # ascending: rank order
+            columns = {k: stack(c, answers[k]) for k, c in columns.items()}
+        else:
+            found = np.zeros(0, np.int64)
+        rows = np.where(local, index - lo, n + np.searchsorted(found, index))
+        return {k: _rows_or_null(c, np.where(none, 0, rows), none) for k, c in columns.items()}
+
+    def on_root(self, columns: dict[str, Column], nrows: int) -> tuple[dict[str, Column], int]:
+        """Collective. Every rank's rows on rank 0 (in rank order), none elsewhere."""
+        return exchange(columns, nrows, "gather", [], self.comm)
+
+    def from_root(self, columns: dict[str, Column]) -> dict[str, Column]:
+        """Collective. Rank 0's rows of ``columns`` on every rank (the other ranks' rows are
+        dropped)."""
+        if self.comm.Get_size() == 1:
+            return columns
+        columns = global_dictionaries(columns, self.comm)
+        n = len(next(iter(columns.values()))) if self.rank == 0 and columns else 0
+        return allgather_columns({k: c.take(np.arange(n)) for k, c in columns.items()},
+                                 self.comm)
+
+
+def _rows_or_null(c: Column, rows: np.ndarray, null: np.ndarray) -> Column:
+    """Rows ``rows`` of ``c``, NULL where ``null`` (every row when ``c`` has none)."""
+    if not len(c):
+        return Column(np.zeros(len(rows), c.values.dtype), c.kind, c.dictionary,
+                      np.zeros(len(rows), bool))
+    out = c.take(rows)
+    if not null.any():
+        return out
+    valid = ~null if out.valid is None else out.valid & ~null
+    return Column(out.values, out.kind, out.dictionary, valid)
 
 
 def _all_counts(n: int, comm: Any) -> list[int]:

@@ -13,8 +13,10 @@ input's row order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from decimal import Decimal
+from typing import TypeVar
 
 import numpy as np
 from hpc.domains.sql.errors import SQLError, UnsupportedSQL
@@ -27,11 +29,12 @@ from . import window_kernels as K
 from .aggregates import aggregate_column
 from .columns import group_keys, sort_order, stack
 from .evaluate import Batch, _make, _rescale, evaluate, to_float
-from .exchange import Ranks
+from .exchange import Ranks, agree
 
 __all__ = ["window_columns"]
 
 _INT64 = np.iinfo(np.int64)
+T = TypeVar("T")
 
 
 @dataclass
@@ -85,13 +88,30 @@ def window_columns(node: P.Window, batch: Batch, ranks: Ranks | None = None
     inverse = np.empty(n, np.int64)
     inverse[perm] = np.arange(n)
     out = {}
+    if ranks is not None:  # no rank may fail alone while the others wait in a collective
+        _agreed(lambda: [evaluate(e, sorted_batch) for _, w in node.functions
+                         for e in (*w.args, *([w.filter] if w.filter is not None else []))],
+                ranks)
     for name, w in node.functions:
         if ranks is None:
             column = _function(w, sorted_batch, layout, pid[perm])
         else:
-            column = _spread_function(w, sorted_batch, layout, ranks)
+            column = _agreed(lambda w=w: _spread_function(w, sorted_batch, layout, ranks),
+                             ranks)
         out[name] = column.take(inverse)
     return out
+
+
+def _agreed(step: Callable[[], T], ranks: Ranks) -> T:
+    """``step()``, raising on every rank when it raised SQLError on any (``step`` fails,
+    if at all, before its collectives or after them)."""
+    result, failure = None, None
+    try:
+        result = step()
+    except SQLError as exc:
+        failure = exc
+    agree(failure, ranks.comm)
+    return result  # type: ignore[return-value]
 
 
 def _starts(new: np.ndarray) -> np.ndarray:
@@ -338,13 +358,18 @@ def _filtered(condition: E.Expr, batch: Batch) -> np.ndarray:
 def _whole_partition(w: E.Window, batch: Batch, pid: np.ndarray) -> Column:
     """An aggregate whose frame is every row's whole partition: the grouped aggregate of
     each partition, repeated on its rows (any aggregate, DISTINCT too)."""
-    args = [evaluate(a, batch) for a in w.args]
+    keep = None if w.filter is None else _filtered(w.filter, batch)
+    return _partition_aggregates(w, [evaluate(a, batch) for a in w.args], keep, pid)
+
+
+def _partition_aggregates(w: E.Window, args: list[Column], keep: np.ndarray | None,
+                          pid: np.ndarray) -> Column:
+    """``w``'s aggregate of the argument rows ``args`` of each partition ``pid`` (where
+    ``keep``: its FILTER), on each row."""
     ngroups = int(pid.max()) + 1 if len(pid) else 0
-    ids = pid
-    if w.filter is not None:  # the rows FILTER drops go to one extra group, dropped
-        ids = np.where(_filtered(w.filter, batch), pid, ngroups)
+    ids = pid if keep is None else np.where(keep, pid, ngroups)  # dropped: an extra group
     agg = E.Aggregate(w.name, w.args, w.type, w.distinct, (), w.params)
-    column = aggregate_column(agg, ids, ngroups + (w.filter is not None), args,
+    column = aggregate_column(agg, ids, ngroups + (keep is not None), args,
                               [a.type for a in w.args])
     return column.take(pid)
 
@@ -461,7 +486,13 @@ def finish(w: E.Window, col: Column, st: Stats) -> Column:
 def _variance(w: E.Window, col: Column, t: SQLType, present: np.ndarray, count: np.ndarray,
               fs: np.ndarray, fe: np.ndarray) -> Column:
     x = np.where(present, to_float(col, t), 0.0)
-    n, m2 = K.frame_moments(x, present, fs, fe)
+    n, _, m2 = K.frame_moments(x, present, fs, fe)
+    return _moments_column(w, n, m2)
+
+
+def _moments_column(w: E.Window, n: np.ndarray, m2: np.ndarray) -> Column:
+    """A variance or standard deviation from each frame's count and sum of squared
+    deviations."""
     sample = w.name.endswith("_samp")
     denom = n - 1 if sample else n
     ok = denom > 0
@@ -476,29 +507,156 @@ def _variance(w: E.Window, col: Column, t: SQLType, present: np.ndarray, count: 
 # ---------------------------------------------------------------------------------------
 
 def _spread_function(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks) -> Column:
-    """A function of :data:`SPREAD_FUNCTIONS` over this rank's part of the sequence (its
-    peers all here: the range exchange keeps equal keys on one rank)."""
+    """A window function over this rank's part of the sequence (its peers all here: the
+    range exchange keeps equal keys on one rank; without ORDER BY every row of the sequence
+    is a peer of every other)."""
     i, n = lay.position, lay.n
     off, total = ranks.offset, ranks.total
+    w = _unordered(w)
+    if w.order:
+        peer_start, peer_end = lay.peer_start + off, lay.peer_end + off
+    else:
+        peer_start, peer_end = np.zeros(n, np.int64), np.full(n, total, np.int64)
     if w.name == "row_number":
         return _make(i + off + 1, w.type)
     if w.name == "rank":
-        return _make(lay.peer_start + off + 1, w.type)
+        return _make(peer_start + 1, w.type)
     if w.name == "dense_rank":
+        if not w.order:
+            return _make(np.ones(n, np.int64), w.type)
         new_peer = np.zeros(n, np.int64)
         new_peer[lay.peer_start] = 1
         groups = ranks.gathered(np.array([new_peer.sum()], np.int64))[:, 0]
         return _make(np.cumsum(new_peer) + groups[: ranks.rank].sum(), w.type)
     if w.name == "percent_rank":
-        rank = (lay.peer_start + off).astype(np.float64)
+        rank = peer_start.astype(np.float64)
         return _make(rank / (total - 1) if total > 1 else np.zeros(n), w.type)
     if w.name == "cume_dist":
-        return _make((lay.peer_end + off) / max(total, 1), w.type)
+        return _make(peer_end / max(total, 1), w.type)
     if w.name == "ntile":
         return _make(_ntile(i + off, np.full(n, total), int(w.params[0])), w.type)
     if w.name in ("lag", "lead"):
+        if w.ignore_nulls and int(w.params[0]):
+            return _spread_offset_valid(w, batch, lay, ranks)
         return _spread_offset(w, batch, lay, ranks)
+    if w.name in ("first_value", "last_value", "nth_value"):
+        return _spread_value(w, batch, lay, ranks, peer_start, peer_end)
+    whole = w.frame.start.side == "unbounded_preceding" and (
+        w.frame.end.side == "unbounded_following")
+    if w.distinct or w.name not in _FRAMED:
+        if not whole:
+            raise UnsupportedSQL(f"{w.name.upper()}{' DISTINCT' if w.distinct else ''} over "
+                                 "a window frame smaller than the partition is not supported")
+        return _spread_whole(w, batch, ranks)
+    if w.name in ("stddev_samp", "stddev_pop", "var_samp", "var_pop"):
+        return _spread_variance(w, batch, lay, ranks)
     return _spread_aggregate(w, batch, lay, ranks)
+
+
+def _unordered(w: E.Window) -> E.Window:
+    """``w`` with a RANGE frame's CURRENT ROW bounds made UNBOUNDED where it has no ORDER BY
+    (every row is then a peer of the current one: the frame is the whole partition)."""
+    if w.order or w.frame.kind != "range":
+        return w
+    start, end = w.frame.start, w.frame.end
+    if start.side == "current":
+        start = E.Bound("unbounded_preceding")
+    if end.side == "current":
+        end = E.Bound("unbounded_following")
+    return replace(w, frame=E.Frame("range", start, end))
+
+
+def _global_bound(b: E.Bound, kind: str, i: np.ndarray, peer_start: np.ndarray,
+                  peer_end: np.ndarray, total: int, start: bool) -> np.ndarray:
+    """A ROWS or RANGE (without offset) frame bound as a position in the whole sequence
+    (row ``r`` at ``i[r]``)."""
+    if b.side == "unbounded_preceding":
+        return np.zeros(len(i), np.int64)
+    if b.side == "unbounded_following":
+        return np.full(len(i), total, np.int64)
+    if b.side == "current":
+        if kind == "range":
+            return peer_start if start else peer_end
+        return i if start else i + 1
+    step = int(b.offset) * (-1 if b.side == "preceding" else 1)
+    return np.clip(i + step + (0 if start else 1), 0, total)
+
+
+def _valid_before(valid: np.ndarray, at: np.ndarray, ranks: Ranks
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Collective. Per position ``at[r]`` of the sequence (``0..total``), the non-NULL rows
+    (``valid``: this rank's) before it; and every rank's count of them."""
+    counts = ranks.gathered(np.array([int(valid.sum())], np.int64))[:, 0]
+    n, off = len(valid), ranks.offset
+    before = np.zeros(n + 1, np.int64)
+    np.cumsum(valid, out=before[1:])
+    before += counts[: ranks.rank].sum()
+    here = (at >= off) & (at <= off + n)
+    far = ~here & (at < ranks.total)
+    fetched = ranks.fetch({"b": Column(before[:-1], "int")}, np.where(far, at, -1))["b"].values
+    out = np.where(here, before[np.clip(at - off, 0, n)],
+                   np.where(far, fetched, counts.sum()))
+    return out.astype(np.int64), counts
+
+
+def _spread_value(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks,
+                  peer_start: np.ndarray, peer_end: np.ndarray) -> Column:
+    """FIRST_VALUE, LAST_VALUE, NTH_VALUE: each frame's row found by its position in the
+    sequence (IGNORE NULLS: in the sequence of non-NULL rows) and read where it lies."""
+    x = evaluate(w.args[0], batch)
+    i = lay.position + ranks.offset
+    kind, total = w.frame.kind, ranks.total
+    fs = _global_bound(w.frame.start, kind, i, peer_start, peer_end, total, True)
+    fe = np.maximum(_global_bound(w.frame.end, kind, i, peer_start, peer_end, total, False), fs)
+    nth = int(w.params[0]) if w.name == "nth_value" else 1
+    if not w.ignore_nulls:
+        src = fe - 1 if w.name == "last_value" else fs + nth - 1
+        ok = (src >= fs) & (src < fe)
+        return ranks.fetch({"x": x}, np.where(ok, src, -1))["x"]
+    valid = np.ones(lay.n, bool) if x.valid is None else x.valid
+    bounds, counts = _valid_before(valid, np.concatenate([fs, fe]), ranks)
+    first, stop = bounds[: lay.n], bounds[lay.n:]
+    j = stop - 1 if w.name == "last_value" else first + nth - 1
+    ok = (j >= first) & (j < stop)
+    return ranks.fetch({"x": x.take(np.flatnonzero(valid))}, np.where(ok, j, -1), counts)["x"]
+
+
+def _spread_offset_valid(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks) -> Column:
+    """LAG / LEAD IGNORE NULLS: the ``k``-th non-NULL row before / after, by its position
+    among the sequence's non-NULL rows."""
+    x = evaluate(w.args[0], batch)
+    k = int(w.params[0]) * (1 if w.name == "lag" else -1)  # rows back
+    valid = np.ones(lay.n, bool) if x.valid is None else x.valid
+    i = lay.position + ranks.offset
+    before, counts = _valid_before(valid, np.concatenate([i, i + 1]), ranks)
+    j = before[: lay.n] - k if k > 0 else before[lay.n:] - k - 1
+    ok = (j >= 0) & (j < counts.sum())
+    value = ranks.fetch({"x": x.take(np.flatnonzero(valid))}, np.where(ok, j, -1), counts)["x"]
+    return _with_default(w, batch, value, ok)
+
+
+def _with_default(w: E.Window, batch: Batch, value: Column, ok: np.ndarray) -> Column:
+    """LAG / LEAD's ``value``, or their default argument where not ``ok``."""
+    if len(w.args) < 2 or not len(value):
+        return value
+    both = stack(value, evaluate(w.args[1], batch))  # one dictionary for strings
+    n = len(value)
+    return both.take(np.where(ok, np.arange(n), n + np.arange(n)))
+
+
+def _spread_whole(w: E.Window, batch: Batch, ranks: Ranks) -> Column:
+    """An aggregate of the whole sequence that does not combine from per-rank states
+    (DISTINCT, MEDIAN, STRING_AGG, ...): its argument columns alone gathered on rank 0,
+    aggregated there, the one value sent back to every rank."""
+    columns = {f"a{k}": evaluate(a, batch) for k, a in enumerate(w.args)}
+    if w.filter is not None:
+        columns["keep"] = Column(_filtered(w.filter, batch), "bool")
+    gathered, m = ranks.on_root(columns, batch.nrows)
+    args = [gathered[f"a{k}"] for k in range(len(w.args))]
+    keep = None if w.filter is None else np.asarray(gathered["keep"].values, bool)
+    value = _partition_aggregates(w, args, keep, np.zeros(m, np.int64))
+    one = ranks.from_root({"v": value.take(np.zeros(min(m, 1), np.int64))})["v"]
+    return one.take(np.zeros(batch.nrows if len(one) else 0, np.int64))
 
 
 def _extended(columns: dict[str, Column], before: int, after: int, ranks: Ranks
@@ -518,11 +676,7 @@ def _spread_offset(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks) -> Col
     ext, hb = _extended({"x": x}, max(k, 0), max(-k, 0), ranks)
     src = hb + lay.position - k
     ok = (src >= 0) & (src < len(ext["x"]))
-    value = _pick(ext["x"], src, ok)
-    if len(w.args) < 2 or not lay.n:
-        return value
-    both = stack(value, evaluate(w.args[1], batch))
-    return both.take(np.where(ok, lay.position, lay.n + lay.position))
+    return _with_default(w, batch, _pick(ext["x"], src, ok), ok)
 
 
 def _spread_aggregate(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks) -> Column:
@@ -548,6 +702,45 @@ def _spread_aggregate(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks) -> 
     if end.side == "unbounded_following":
         stats = combine(w, stats, _repeat(_fold(w, per_rank[ranks.rank + 1:], mine), n))
     return finish(w, col, stats)
+
+
+def _spread_variance(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks) -> Column:
+    """A variance over frames that may reach into other ranks: the moments (count, mean,
+    squared deviations) of the rows within its offsets (from the neighbouring ranks) merged
+    with those of every rank before (or after) for an UNBOUNDED end."""
+    start, end, kind = w.frame.start, w.frame.end, w.frame.kind
+    before = max([int(b.offset) for b in (start, end) if b.side == "preceding"], default=0)
+    after = max([int(b.offset) for b in (start, end) if b.side == "following"], default=0)
+    col, present = _argument(w, batch)
+    x = np.where(present, to_float(col, w.args[0].type), 0.0)
+    ext, hb = _extended({"x": Column(x, "float"), "p": Column(present, "bool")}, before,
+                        after, ranks)
+    xe, pe = ext["x"].values, np.asarray(ext["p"].values, bool)
+    n, i = lay.n, lay.position + hb
+    fs = _spread_bound(start, kind, i, lay, hb, len(xe), True)
+    fe = np.maximum(_spread_bound(end, kind, i, lay, hb, len(xe), False), fs)
+    moments = K.frame_moments(xe, pe, fs, fe)
+    own = K.frame_moments(x, present, np.zeros(1, np.int64), np.full(1, n, np.int64))
+    every = ranks.gathered(np.concatenate(own))  # per rank: count, mean, squared deviations
+    if start.side == "unbounded_preceding":
+        for part in every[: ranks.rank]:
+            moments = _merge_moments(moments, part)
+    if end.side == "unbounded_following":
+        for part in every[ranks.rank + 1:]:
+            moments = _merge_moments(moments, part)
+    return _moments_column(w, moments[0], moments[2])
+
+
+def _merge_moments(a: tuple[np.ndarray, ...], b: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each row's moments ``a`` (count, mean, squared deviations) combined with one set of
+    rows' ``b`` (Chan et al.)."""
+    na, ma, qa = a
+    nb, mb, qb = (float(v) for v in b)
+    if nb == 0:
+        return a
+    total = na + nb
+    delta = mb - ma
+    return total, ma + delta * nb / total, qa + qb + delta * delta * na * nb / total
 
 
 def _fold(w: E.Window, parts: list[Stats], like: Stats) -> Stats:

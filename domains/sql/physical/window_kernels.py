@@ -68,8 +68,8 @@ def _merge(na, ma, qa, nb, mb, qb):  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def frame_moments(values, present, starts, ends):  # type: ignore[no-untyped-def]
-    """Count and sum of squared deviations from the mean of ``values[present]`` over every
-    frame ``[starts[r], ends[r])`` (variances without the cancellation of sums of
+    """Count, mean and sum of squared deviations from the mean of ``values[present]`` over
+    every frame ``[starts[r], ends[r])`` (variances without the cancellation of sums of
     squares)."""
     n = len(values)
     size = 1
@@ -86,6 +86,7 @@ def frame_moments(values, present, starts, ends):  # type: ignore[no-untyped-def
         cnt[i], mean[i], m2[i] = _merge(cnt[2 * i], mean[2 * i], m2[2 * i],
                                         cnt[2 * i + 1], mean[2 * i + 1], m2[2 * i + 1])
     out_n = np.zeros(len(starts), np.float64)
+    out_mean = np.zeros(len(starts), np.float64)
     out_m2 = np.zeros(len(starts), np.float64)
     for r in range(len(starts)):
         lo = starts[r] + size
@@ -101,8 +102,9 @@ def frame_moments(values, present, starts, ends):  # type: ignore[no-untyped-def
             lo >>= 1
             hi >>= 1
         out_n[r] = an
+        out_mean[r] = am
         out_m2[r] = aq
-    return out_n, out_m2
+    return out_n, out_mean, out_m2
 
 
 @njit(cache=True, nogil=True)

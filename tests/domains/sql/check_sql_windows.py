@@ -27,6 +27,29 @@ QUERIES = [
     "avg(v) over (order by k range between current row and unbounded following) as av "
     "from {t} order by id",
     "select id, k, v from {t} order by k desc, v, id",
+    # value functions and LAG / LEAD IGNORE NULLS: rows read wherever they lie
+    "select id, first_value(v) over (order by k, id) as f, last_value(s) over (order by k, id "
+    "rows between unbounded preceding and unbounded following) as l, nth_value(v, 30) over "
+    "(order by k desc, id) as n30, first_value(v ignore nulls) over (order by k, id rows "
+    "between 60 preceding and 2 preceding) as fi, last_value(v ignore nulls) over (order by "
+    "k, id) as li, nth_value(v, 3 ignore nulls) over (order by k, id rows between 5 following "
+    "and unbounded following) as ni from {t} order by id",
+    "select id, lag(v, 3 ignore nulls) over (order by k, id) as l3, lead(v, 45, -1 ignore "
+    "nulls) over (order by k, id) as l45, lag(s, 1, 'none' ignore nulls) over (order by k "
+    "desc, id desc) as ls from {t} order by id",
+    # variances: moments of the neighbouring rows merged with the other ranks'
+    "select id, stddev_samp(v) over (order by k, id) as sd, var_pop(v) over (order by k, id "
+    "rows between 40 preceding and 40 following) as vp, var_samp(v) over (order by k range "
+    "between current row and unbounded following) as vs from {t} order by id",
+    # without ORDER BY: the whole sequence, rows where they are
+    "select id, count(*) over () as n, sum(v) over () as s, avg(v) over () as a, min(s) over "
+    "() as mn, max(v) over () as mx, stddev_pop(v) over () as sd, rank() over () as r, "
+    "dense_rank() over () as d, percent_rank() over () as p, cume_dist() over () as c "
+    "from {t} order by id",
+    # what does not combine from per-rank states: the arguments on one rank, the value to all
+    "select id, count(distinct s) over () as ds, median(v) over () as md, sum(distinct v) "
+    "over (order by k rows between unbounded preceding and unbounded following) as sd, "
+    "v * 1.0 / sum(v) over () as share from {t} order by id",
 ]
 
 
