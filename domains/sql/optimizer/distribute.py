@@ -96,17 +96,19 @@ def spreads(w: E.Window) -> bool:
     """Whether the window operator computes ``w`` over a sequence spread over the ranks
     (range-partitioned by its ORDER BY; without ORDER BY, the ranks' rows in rank order),
     else its rows must be on one rank: every function without PARTITION BY except over a
-    RANGE frame with an offset (its ends are values, searched within one rank's rows) and an
-    aggregate over a frame from an offset to the UNBOUNDED end on the same side (it would
-    need the other ranks' states from a row of theirs on)."""
+    RANGE frame with an offset (its ends are values, searched within one rank's rows) and a
+    variance over a frame from an offset to the UNBOUNDED end on the same side."""
     if w.partition:
         return False
     start, end = w.frame.start, w.frame.end
     if w.frame.kind == "range" and (start.offset is not None or end.offset is not None):
         return False
-    return w.name in E.WINDOW_FUNCTIONS or not (
+    return w.name not in _VARIANCES or not (
         start.side == "unbounded_preceding" and end.side == "preceding" or
         end.side == "unbounded_following" and start.side == "following")
+
+
+_VARIANCES = frozenset({"stddev_samp", "stddev_pop", "var_samp", "var_pop"})
 
 
 def _gather(node: P.Node, placement: str) -> P.Node:

@@ -684,6 +684,9 @@ def _spread_aggregate(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks) -> 
     offsets come from the neighbouring ranks, an UNBOUNDED end adds the aggregate of every
     rank before (or after) this one."""
     start, end, kind = w.frame.start, w.frame.end, w.frame.kind
+    if (start.side, end.side) in (("following", "unbounded_following"),
+                                  ("unbounded_preceding", "preceding")):
+        return _spread_open_end(w, batch, lay, ranks)
     before = max([int(b.offset) for b in (start, end) if b.side == "preceding"], default=0)
     after = max([int(b.offset) for b in (start, end) if b.side == "following"], default=0)
     col, present = _argument(w, batch)
@@ -741,6 +744,37 @@ def _merge_moments(a: tuple[np.ndarray, ...], b: np.ndarray) -> tuple[np.ndarray
     total = na + nb
     delta = mb - ma
     return total, ma + delta * nb / total, qa + qb + delta * delta * na * nb / total
+
+
+def _spread_open_end(w: E.Window, batch: Batch, lay: _Layout, ranks: Ranks) -> Column:
+    """An aggregate over ``k FOLLOWING`` to UNBOUNDED FOLLOWING (or UNBOUNDED PRECEDING to
+    ``k PRECEDING``): every rank's states from each of its positions to the sequence's end
+    (from its start to each position), read at the frame's first (last) row, wherever that
+    lies."""
+    col, present = _argument(w, batch)
+    n, pos = lay.n, lay.position
+    mine = frame_stats(w, col, present, np.zeros(1, np.int64), np.full(1, n, np.int64))
+    every = [ranks.gathered(a) for a in (mine.count, mine.value, mine.rough, mine.nans)]
+    per_rank = [Stats(*(a[r] for a in every)) for r in range(len(every[0]))]
+    step = int((w.frame.start if w.frame.start.offset is not None else w.frame.end).offset)
+    if w.frame.end.side == "unbounded_following":  # [p, end) at every position p
+        later = _repeat(_fold(w, per_rank[ranks.rank + 1:], mine), n)
+        states = combine(w, frame_stats(w, col, present, pos, np.full(n, n, np.int64)), later)
+        at = pos + ranks.offset + step
+        at = np.where(at < ranks.total, at, -1)
+    else:  # [start, p] at every position p
+        earlier = _repeat(_fold(w, per_rank[: ranks.rank], mine), n)
+        states = combine(w, earlier, frame_stats(w, col, present, np.zeros(n, np.int64),
+                                                 pos + 1))
+        at = pos + ranks.offset - step
+    parts = {k: Column(a, "float" if a.dtype.kind == "f" else "int")
+             for k, a in zip("cvrn", (states.count, states.value, states.rough, states.nans),
+                             strict=True)}
+    got = ranks.fetch(parts, at)
+    empty = at < 0  # the frame starts after the last row (ends before the first)
+    identity = _identity(w, states.value)
+    return finish(w, col, Stats(*(np.where(empty, fill, got[k].values) for k, fill in
+                                  zip("cvrn", (0, identity, 0.0, 0), strict=True))))
 
 
 def _fold(w: E.Window, parts: list[Stats], like: Stats) -> Stats:

@@ -41,6 +41,13 @@ QUERIES = [
     "select id, stddev_samp(v) over (order by k, id) as sd, var_pop(v) over (order by k, id "
     "rows between 40 preceding and 40 following) as vp, var_samp(v) over (order by k range "
     "between current row and unbounded following) as vs from {t} order by id",
+    # from an offset to the UNBOUNDED end on its side: states read at the frame's first row
+    "select id, count(v) over (order by k, id rows between 70 following and unbounded "
+    "following) as c, sum(v) over (order by k desc, id rows between unbounded preceding and "
+    "3 preceding) as s, min(s) over (order by k, id rows between 1 following and unbounded "
+    "following) as mn, max(v) over (order by k, id rows between unbounded preceding and 200 "
+    "preceding) as mx, avg(v) over (order by k, id rows between 0 following and unbounded "
+    "following) as a from {t} order by id",
     # without ORDER BY: the whole sequence, rows where they are
     "select id, count(*) over () as n, sum(v) over () as s, avg(v) over () as a, min(s) over "
     "() as mn, max(v) over () as mx, stddev_pop(v) over () as sd, rank() over () as r, "
