@@ -7,8 +7,8 @@ gathered result) or ``replicated`` (every rank holds all of them: a broadcast jo
 A join broadcasts its smaller side when that side is small (or NOT IN's null-aware side,
 whose NULLs every rank must see), else hash-partitions both sides on the equi-join keys;
 an aggregate or DISTINCT hash-partitions on its keys (a scalar aggregate gathers), a window
-node on its PARTITION BY keys (without them, one ordered sequence: range-partitioned by its
-ORDER BY where the window operator computes its functions across ranks, else gathered);
+node on its PARTITION BY keys (without them, one sequence over the ranks: range-partitioned
+by its ORDER BY, whose frames the window operator computes across ranks);
 sorting,
 LIMIT and the result gather on rank 0, a LIMIT under ORDER BY keeping each rank's top rows
 first; an ORDER BY of more rows than a broadcast side sorts in ranges of its keys, one per
@@ -92,25 +92,6 @@ def distribute(plan: P.Node, rows_of: Callable[[str], int], ranks: int,
     return _place(plan, rows_of, broadcast_rows)[0]
 
 
-def spreads(w: E.Window) -> bool:
-    """Whether the window operator computes ``w`` over a sequence spread over the ranks
-    (range-partitioned by its ORDER BY; without ORDER BY, the ranks' rows in rank order),
-    else its rows must be on one rank: every function without PARTITION BY except over a
-    RANGE frame with an offset (its ends are values, searched within one rank's rows) and a
-    variance over a frame from an offset to the UNBOUNDED end on the same side."""
-    if w.partition:
-        return False
-    start, end = w.frame.start, w.frame.end
-    if w.frame.kind == "range" and (start.offset is not None or end.offset is not None):
-        return False
-    return w.name not in _VARIANCES or not (
-        start.side == "unbounded_preceding" and end.side == "preceding" or
-        end.side == "unbounded_following" and start.side == "following")
-
-
-_VARIANCES = frozenset({"stddev_samp", "stddev_pop", "var_samp", "var_pop"})
-
-
 def _gather(node: P.Node, placement: str) -> P.Node:
     return node if placement == "root" else P.Exchange(node, "gather")
 
@@ -146,9 +127,8 @@ def _place(node: P.Node, rows_of: Callable[[str], int],
             return node.with_inputs((child,)), "root"
         if node.partition:
             return node.with_inputs((P.Exchange(child, "hash", node.partition),)), "spread"
-        if all(spreads(w) for _, w in node.functions):  # one sequence, ranges per rank
-            return node.with_inputs((P.Exchange(child, "range", (), node.order),)), "spread"
-        return node.with_inputs((_gather(child, where),)), "root"
+        # one sequence: ranges of the ORDER BY per rank (none: the rows where they are)
+        return node.with_inputs((P.Exchange(child, "range", (), node.order),)), "spread"
     if isinstance(node, P.Sort):
         if where == "spread" and estimate(child, rows_of) > limit:  # a distributed sort:
             # ranges of the keys per rank, each sorted there; a gather keeps rank order

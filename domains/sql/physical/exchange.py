@@ -11,6 +11,7 @@ operators need (row counts), through the core's collectives.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from numba import njit
 
 from hpc.backend import array_module
 from hpc.collectives import allreduce
-from hpc.shuffle import hash_partition
+from hpc.shuffle import hash_partition, shuffle
 
 __all__ = ["hash_rows", "exchange", "global_dictionaries", "key_hash", "range_destinations",
            "Ranks", "mark_global", "global_count_many", "agree"]
@@ -170,10 +171,10 @@ def range_destinations(keys: list[tuple[Column, bool, bool]], n: int, comm: Any)
 
 
 class Ranks:
-    """Collective construction. What a window operator needs to know of the other ranks when
-    one sequence of rows is range-partitioned over them (rank ``r``'s rows all come before
-    rank ``r + 1``'s): where this rank's rows start in the sequence, its length, per-rank
-    figures, and the rows just before and after this rank's."""
+    """Collective construction. What a window operator needs of the other ranks when one
+    sequence of rows is spread over them (rank ``r``'s rows all come before rank
+    ``r + 1``'s): where this rank's rows start in the sequence, its length, per-rank figures,
+    rows read at positions of the sequence, and requests answered by the rank they name."""
 
     def __init__(self, n: int, comm: Any) -> None:
         from hpc.collectives import row_counts
@@ -190,24 +191,6 @@ class Ranks:
         from hpc.collectives import allgather_rows
 
         return np.asarray(allgather_rows(np.asarray(values)[None, :], self.comm))
-
-    def halo(self, columns: dict[str, Column], before: int, after: int
-             ) -> tuple[dict[str, Column], dict[str, Column]]:
-        """Collective. The ``before`` rows of the sequence just before this rank's rows and
-        the ``after`` rows just after them (fewer at its ends), for every column."""
-        n = int(self.counts[self.rank])
-        tails = allgather_columns({k: c.take(np.arange(n - min(n, before), n))
-                                   for k, c in columns.items()}, self.comm)
-        heads = allgather_columns({k: c.take(np.arange(min(n, after)))
-                                   for k, c in columns.items()}, self.comm)
-        tail_end = int(np.minimum(self.counts, before)[: self.rank].sum())
-        head_start = int(np.minimum(self.counts, after)[: self.rank + 1].sum())
-        lo = max(tail_end - before, 0)
-        prior = {k: c.take(np.arange(lo, tail_end)) for k, c in tails.items()}
-        m = len(next(iter(heads.values()))) if heads else 0
-        nxt = {k: c.take(np.arange(head_start, min(head_start + after, m)))
-               for k, c in heads.items()}
-        return prior, nxt
 
     def fetch(self, columns: dict[str, Column], index: np.ndarray,
               counts: np.ndarray | None = None) -> dict[str, Column]:
@@ -238,6 +221,27 @@ class Ranks:
             found = np.zeros(0, np.int64)
         rows = np.where(local, index - lo, n + np.searchsorted(found, index))
         return {k: _rows_or_null(c, np.where(none, 0, rows), none) for k, c in columns.items()}
+
+    def ask(self, requests: dict[str, np.ndarray], owner: np.ndarray,
+            answer: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+            ) -> dict[str, np.ndarray]:
+        """Collective. ``answer`` (every rank's function of the requests it receives, giving
+        arrays of one dtype on every rank) of each request row, evaluated on the rank
+        ``owner`` names: the rows go there, the answers come back in the requests' order."""
+        if self.comm.Get_size() == 1:
+            return answer(requests)
+        n = len(owner)
+        sent = {**requests, "#slot": np.arange(n, dtype=np.int64),
+                "#from": np.full(n, self.rank, np.int64)}
+        got = shuffle(sent, owner, self.comm)
+        replies = answer({k: v for k, v in got.items() if not k.startswith("#")})
+        back = shuffle({**replies, "#slot": got["#slot"]}, got["#from"], self.comm)
+        out = {}
+        for k, v in back.items():
+            if k != "#slot":
+                out[k] = np.empty(n, v.dtype)
+                out[k][back["#slot"]] = v
+        return out
 
     def on_root(self, columns: dict[str, Column], nrows: int) -> tuple[dict[str, Column], int]:
         """Collective. Every rank's rows on rank 0 (in rank order), none elsewhere."""

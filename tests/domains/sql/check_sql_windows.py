@@ -48,6 +48,13 @@ QUERIES = [
     "following) as mn, max(v) over (order by k, id rows between unbounded preceding and 200 "
     "preceding) as mx, avg(v) over (order by k, id rows between 0 following and unbounded "
     "following) as a from {t} order by id",
+    # RANGE offsets: frame ends found by value on the rank that holds them
+    "select id, sum(v) over (order by k range between 3 preceding and 2 following) as s, "
+    "count(*) over (order by k desc range between 10 preceding and current row) as c, "
+    "min(s) over (order by k range between current row and 5 following) as mn, max(v) over "
+    "(order by k range between 20 preceding and 10 preceding) as mx, avg(v) over (order by k "
+    "desc nulls first range between unbounded preceding and 4 preceding) as a, var_samp(v) "
+    "over (order by k range between 5 preceding and 5 following) as vs from {t} order by id",
     # without ORDER BY: the whole sequence, rows where they are
     "select id, count(*) over () as n, sum(v) over () as s, avg(v) over () as a, min(s) over "
     "() as mn, max(v) over () as mx, stddev_pop(v) over () as sd, rank() over () as r, "
