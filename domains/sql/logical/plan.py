@@ -14,6 +14,7 @@ from typing import Any
 from .expr import Aggregate as AggregateExpr
 from .expr import Expr, SortKey
 from .expr import Window as WindowExpr
+from .partial import state_name, states
 from .types import BOOLEAN, SQLType
 
 __all__ = ["Field", "Node", "Scan", "Values", "Filter", "Project", "Join", "JOIN_KINDS", "SetOp",
@@ -232,20 +233,31 @@ class SetOp(_Binary):
 @dataclass(frozen=True)
 class Aggregate(_Unary):
     """Groups of ``input`` by ``keys`` ((name, expression) pairs; none: one group, even over
-    no rows), each group one row of its keys and ``aggregates`` ((name, aggregate) pairs)."""
+    no rows), each group one row of its keys and ``aggregates`` ((name, aggregate) pairs).
+
+    ``phase``: ``"complete"``; ``"partial"``, each group's partial states of the aggregates
+    (:func:`~.partial.states`: their columns instead of the aggregates', one group even over
+    no rows without keys); ``"final"``, ``input`` holds such states (its keys columns named
+    as ``keys``' names), merged per group into the aggregates."""
 
     input: Node
     keys: tuple[tuple[str, Expr], ...]
     aggregates: tuple[tuple[str, AggregateExpr], ...]
+    phase: str = "complete"
 
     @property
     def schema(self) -> tuple[Field, ...]:
-        return tuple(Field(n, e.type) for n, e in self.keys + self.aggregates)
+        keys = tuple(Field(n, e.type) for n, e in self.keys)
+        if self.phase == "partial":
+            return keys + tuple(Field(state_name(n, s), t) for n, a in self.aggregates
+                                for s, t in states(a))  # type: ignore[arg-type]
+        return keys + tuple(Field(n, e.type) for n, e in self.aggregates)
 
     def describe(self) -> str:
         keys = ", ".join(f"{n} := {e}" if str(e) != n else n for n, e in self.keys)
         aggs = ", ".join(f"{n} := {e}" for n, e in self.aggregates)
-        return f"Aggregate by [{keys}] [{aggs}]"
+        phase = "" if self.phase == "complete" else f" ({self.phase})"
+        return f"Aggregate{phase} by [{keys}] [{aggs}]"
 
 
 @dataclass(frozen=True)

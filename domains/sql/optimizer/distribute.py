@@ -6,7 +6,9 @@ Each node's rows are ``spread`` (any rows on any rank: a scan), on the ``root`` 
 gathered result) or ``replicated`` (every rank holds all of them: a broadcast join side).
 A join broadcasts its smaller side when that side is small (or NOT IN's null-aware side,
 whose NULLs every rank must see), else hash-partitions both sides on the equi-join keys;
-an aggregate or DISTINCT hash-partitions on its keys (a scalar aggregate gathers), a window
+an aggregate whose aggregates combine from partial states runs in two phases (each rank's
+states per group, hash-partitioned on the keys or gathered, merged), another aggregate or
+DISTINCT hash-partitions its rows on its keys (a scalar aggregate gathers them), a window
 node on its PARTITION BY keys (without them, one sequence over the ranks: range-partitioned
 by its ORDER BY, whose frames the window operator computes across ranks);
 sorting,
@@ -22,6 +24,7 @@ from dataclasses import replace
 
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
+from hpc.domains.sql.logical.partial import combines
 
 __all__ = ["distribute", "estimate", "equi_keys", "BROADCAST_ROWS"]
 
@@ -92,6 +95,17 @@ def distribute(plan: P.Node, rows_of: Callable[[str], int], ranks: int,
     return _place(plan, rows_of, broadcast_rows)[0]
 
 
+def _two_phase(node: P.Aggregate, child: P.Node) -> tuple[P.Node, str]:
+    """An aggregate of spread rows whose aggregates combine from partial states: each rank
+    groups its rows into states, the states move (by the keys' hash; without keys, to rank
+    0), the final aggregate merges them."""
+    partial = replace(node, input=child, phase="partial")
+    keys = tuple((n, E.Ref(n, e.type)) for n, e in node.keys)
+    moved = P.Exchange(partial, "hash", tuple(e for _, e in keys)) if keys else \
+        P.Exchange(partial, "gather")
+    return replace(node, input=moved, keys=keys, phase="final"), "spread" if keys else "root"
+
+
 def _gather(node: P.Node, placement: str) -> P.Node:
     return node if placement == "root" else P.Exchange(node, "gather")
 
@@ -111,6 +125,8 @@ def _place(node: P.Node, rows_of: Callable[[str], int],
     if isinstance(node, P.Filter | P.Project):
         return node.with_inputs((child,)), where
     if isinstance(node, P.Aggregate):
+        if where == "spread" and all(combines(a) for _, a in node.aggregates):
+            return _two_phase(node, child)
         if not node.keys:
             return node.with_inputs((_gather(child, where),)), "root"
         if where == "root":

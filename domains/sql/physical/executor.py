@@ -18,6 +18,7 @@ from hpc.domains.sql.catalog import Catalog, ScanCache
 from hpc.domains.sql.errors import SQLError
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
+from hpc.domains.sql.logical.partial import state_name, states
 from hpc.domains.sql.optimizer.distribute import equi_keys
 from hpc.domains.sql.table import Column, Decimals, Table, settle
 
@@ -26,6 +27,7 @@ from .columns import group_keys, sort_order, stack
 from .evaluate import Batch, evaluate
 from .exchange import Ranks, agree, exchange, global_count_many, mark_global
 from .join import Side, join
+from .partial_aggregates import merged, partial_states
 from .window import window_columns
 
 __all__ = ["Executor"]
@@ -178,13 +180,18 @@ class Executor:
         side = self.side(node.input)
         batch = _batch(side)
         keys = [evaluate(e, batch) for _, e in node.keys]
-        if not node.keys and not self._root() and self.comm.Get_size() > 1:
+        if (not node.keys and node.phase != "partial" and not self._root()
+                and self.comm.Get_size() > 1):
             return Side({f.name: _empty(f) for f in node.schema}, 0)
         ids, ngroups, first = group_keys(keys, side.nrows)
         if not node.keys:
             first = np.zeros(0, np.int64)
         out = {name: k.take(first) for (name, _), k in zip(node.keys, keys, strict=True)}
         for name, agg in node.aggregates:
+            if node.phase == "final":
+                parts = {s: side.columns[state_name(name, s)] for s, _ in states(agg)}
+                out[name] = merged(agg, ids, ngroups, parts)
+                continue
             args = [evaluate(a, batch) for a in agg.args]
             order = [evaluate(k.expr, batch) for k in agg.order]
             own, groups = ids, ngroups
@@ -193,6 +200,12 @@ class Executor:
                 kept = _rows_where(evaluate(agg.filter, batch))
                 own[kept] = ids[kept]
                 groups = ngroups + 1
+            if node.phase == "partial":
+                for suffix, column in partial_states(agg, own, groups, args,
+                                                     [a.type for a in agg.args]).items():
+                    out[state_name(name, suffix)] = column.take(np.arange(ngroups)) \
+                        if groups != ngroups else column
+                continue
             column = aggregate_column(agg, own, groups, args, [a.type for a in agg.args], order)
             out[name] = column.take(np.arange(ngroups)) if groups != ngroups else column
         return Side(out, ngroups)
