@@ -1,7 +1,8 @@
-"""Run under mpirun: window functions without PARTITION BY (one ordered sequence over the
-ranks) and ORDER BY as a distributed sort, on the Parquet tables of argv[1] (written by
-``test_sql_windows.py``, row groups small enough that every rank reads some rows): every
-query's rows on rank 0 equal DuckDB's, in order. Prints the mismatches, or ``ok``."""
+"""Run under mpirun: window functions without PARTITION BY (one sequence over the ranks),
+ORDER BY as a distributed sort and aggregates in two phases, on the Parquet tables of
+argv[1] (written by ``test_sql_windows.py``, row groups small enough that every rank reads
+some rows): every query's rows on rank 0 equal DuckDB's, in order. Prints the mismatches,
+or ``ok``."""
 
 from __future__ import annotations
 
@@ -55,6 +56,15 @@ QUERIES = [
     "(order by k range between 20 preceding and 10 preceding) as mx, avg(v) over (order by k "
     "desc nulls first range between unbounded preceding and 4 preceding) as a, var_samp(v) "
     "over (order by k range between 5 preceding and 5 following) as vs from {t} order by id",
+    # aggregates in two phases: each rank's states per group, merged where the keys hash
+    "select k, count(*) as n, count(v) as c, sum(v) as s, avg(v) as a, min(s) as mn, max(v) "
+    "as mx, stddev_samp(v) as sd, var_pop(v) as vp, bool_and(v > 0) as ba, bool_or(v > 900) "
+    "as bo from {t} group by k order by k nulls first",
+    "select count(*) as n, sum(v) as s, avg(v) as a, min(s) as mn, var_samp(v) as vs, sum(v) "
+    "filter (where k > 3) as f, count(*) filter (where v is null) as cn from {t}",
+    "select s, avg(v * 1.5) as a, count(distinct k) as d from {t} group by s order by s",
+    "select k % 3 as g, sum(v) as s, avg(v) as a, stddev_pop(v) as sd from {t} where v > 2000 "
+    "group by k % 3 order by g",
     # without ORDER BY: the whole sequence, rows where they are
     "select id, count(*) over () as n, sum(v) over () as s, avg(v) over () as a, min(s) over "
     "() as mn, max(v) over () as mx, stddev_pop(v) over () as sd, rank() over () as r, "
