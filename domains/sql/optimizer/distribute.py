@@ -7,8 +7,9 @@ gathered result) or ``replicated`` (every rank holds all of them: a broadcast jo
 A join broadcasts its smaller side when that side is small (or NOT IN's null-aware side,
 whose NULLs every rank must see), else hash-partitions both sides on the equi-join keys;
 an aggregate whose aggregates combine from partial states runs in two phases (each rank's
-states per group, hash-partitioned on the keys or gathered, merged), another aggregate or
-DISTINCT hash-partitions its rows on its keys (a scalar aggregate gathers them), a window
+states per group, hash-partitioned on the keys or gathered, merged), another aggregate
+hash-partitions its rows on its keys (a scalar aggregate gathers them), DISTINCT drops each
+rank's duplicates, then hash-partitions the rest on all columns, a window
 node on its PARTITION BY keys (without them, one sequence over the ranks: range-partitioned
 by its ORDER BY, whose frames the window operator computes across ranks);
 sorting,
@@ -137,7 +138,8 @@ def _place(node: P.Node, rows_of: Callable[[str], int],
         if where == "root":
             return node.with_inputs((child,)), "root"
         keys = tuple(E.Ref(f.name, f.type) for f in child.schema)
-        return node.with_inputs((P.Exchange(child, "hash", keys),)), "spread"
+        local = node.with_inputs((child,))  # each rank's duplicates dropped before they move
+        return node.with_inputs((P.Exchange(local, "hash", keys),)), "spread"
     if isinstance(node, P.Window):
         if where == "root":
             return node.with_inputs((child,)), "root"
