@@ -22,6 +22,7 @@ The result is a :class:`Table` on rank 0 and an empty table (same columns) elsew
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -126,8 +127,9 @@ def query(sql: str, catalog: Catalog, comm: Any = None,
         A construct this engine does not implement, named with its position.
     """
     text = sql.strip()
-    if text[:7].upper() == "EXPLAIN" and text[7:8].isspace():
-        lines = explain(text[8:], catalog, comm, options).splitlines()
+    explained = _EXPLAIN.match(text)
+    if explained:  # EXPLAIN and EXPLAIN ANALYZE both run the query and time its operators
+        lines = explain(text[explained.end():], catalog, comm, options).splitlines()
         return Table({"plan": Column(np.arange(len(lines), dtype=np.int32), "string",
                                      np.asarray(lines, dtype=object))})
     comm = resolve_comm(comm)
@@ -186,6 +188,9 @@ def _fast_exact(tree: exp.Expression) -> bool:
         if isinstance(node, exp.Cast) and node.to.this == exp.DataType.Type.DECIMAL:
             return False
     return True
+
+
+_EXPLAIN = re.compile(r"EXPLAIN(\s+ANALYZE)?\s+", re.IGNORECASE)
 
 
 def explain(sql: str, catalog: Catalog, comm: Any = None,

@@ -153,6 +153,9 @@ def test_a_with_table_used_twice_runs_once(seed):
     catalog.register("u", Table.from_pandas(u))
     plan = explain(sql, catalog)
     assert plan.count("Scan t AS t") == 1 and plan.count("Derived table r") == 2, plan
+    for prefix in ("EXPLAIN ", "explain analyze\n", "Explain  Analyze "):  # the same plan
+        lines = query(prefix + sql, catalog).to_pandas()["plan"].tolist()
+        assert sum("Scan t AS t" in line for line in lines) == 1, (prefix, lines)
 
 
 # -- random tables ------------------------------------------------------------------------------
