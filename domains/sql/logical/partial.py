@@ -8,19 +8,20 @@ from __future__ import annotations
 from .expr import Aggregate
 from .types import BIGINT, DOUBLE, SQLType, sum_type
 
-__all__ = ["combines", "states", "state_name"]
+__all__ = ["COMBINING", "combines", "states", "state_name"]
 
 _SAME = frozenset({"min", "max", "bool_and", "bool_or"})  # merged by themselves
 _VARIANCES = frozenset({"stddev_samp", "stddev_pop", "var_samp", "var_pop"})
+# aggregates whose states over sets of rows combine (without DISTINCT, except MIN / MAX /
+# BOOL_*): over ranks, and over a window frame's pieces
+COMBINING = frozenset({"count_star", "count", "sum", "avg"}) | _SAME | _VARIANCES
 
 
 def combines(agg: Aggregate) -> bool:
     """Whether ``agg`` is computed from per-rank partial states."""
-    if agg.name in _SAME:
-        return not agg.order
-    if agg.distinct or agg.order:
+    if agg.order or agg.name not in COMBINING:
         return False
-    return agg.name in ("count_star", "count", "sum", "avg") or agg.name in _VARIANCES
+    return not agg.distinct or agg.name in _SAME
 
 
 def states(agg: Aggregate) -> list[tuple[str, SQLType]]:

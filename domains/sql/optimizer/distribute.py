@@ -9,11 +9,11 @@ whose NULLs every rank must see), else hash-partitions both sides on the equi-jo
 an aggregate whose aggregates combine from partial states runs in two phases (each rank's
 states per group, hash-partitioned on the keys or gathered, merged), another aggregate
 hash-partitions its rows on its keys (a scalar aggregate gathers them), DISTINCT drops each
-rank's duplicates, then hash-partitions the rest on all columns, a window
-node on its PARTITION BY keys (without them, one sequence over the ranks: range-partitioned
-by its ORDER BY, whose frames the window operator computes across ranks);
-sorting,
-LIMIT and the result gather on rank 0, a LIMIT under ORDER BY keeping each rank's top rows
+rank's duplicates, then hash-partitions the rest on all columns; a window node's rows are
+one sequence over the ranks, range-partitioned by its PARTITION BY values and ORDER BY (a
+partition may run over several ranks; the window operator computes frames across them), or
+hash-partitioned on its PARTITION BY keys when a function needs a partition on one rank;
+sorting, LIMIT and the result gather on rank 0, a LIMIT under ORDER BY keeping each rank's top rows
 first; an ORDER BY of more rows than a broadcast side sorts in ranges of its keys, one per
 rank, and the gather of the result keeps their order.
 """
@@ -25,7 +25,7 @@ from dataclasses import replace
 
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
-from hpc.domains.sql.logical.partial import combines
+from hpc.domains.sql.logical.partial import COMBINING, combines
 
 __all__ = ["distribute", "estimate", "equi_keys", "BROADCAST_ROWS"]
 
@@ -107,6 +107,16 @@ def _two_phase(node: P.Aggregate, child: P.Node) -> tuple[P.Node, str]:
     return replace(node, input=moved, keys=keys, phase="final"), "spread" if keys else "root"
 
 
+def _spreads(w: E.Window) -> bool:
+    """Whether the window operator computes ``w`` with PARTITION BY over partitions that may
+    run over several ranks: all but RANGE frames with an offset and aggregates that do not
+    combine from states over frames (DISTINCT, MEDIAN, ...)."""
+    bounds = (w.frame.start, w.frame.end)
+    if w.frame.kind == "range" and any(b.offset is not None for b in bounds):
+        return False
+    return w.name in E.WINDOW_FUNCTIONS or (not w.distinct and w.name in COMBINING)
+
+
 def _gather(node: P.Node, placement: str) -> P.Node:
     return node if placement == "root" else P.Exchange(node, "gather")
 
@@ -143,10 +153,12 @@ def _place(node: P.Node, rows_of: Callable[[str], int],
     if isinstance(node, P.Window):
         if where == "root":
             return node.with_inputs((child,)), "root"
-        if node.partition:
+        if node.partition and not all(_spreads(w) for _, w in node.functions):
             return node.with_inputs((P.Exchange(child, "hash", node.partition),)), "spread"
-        # one sequence: ranges of the ORDER BY per rank (none: the rows where they are)
-        return node.with_inputs((P.Exchange(child, "range", (), node.order),)), "spread"
+        # one sequence: ranges of the partitions' values and the ORDER BY per rank, so one
+        # huge partition spreads too (no keys at all: the rows stay where they are)
+        order = tuple(E.SortKey(e, True, True) for e in node.partition) + node.order
+        return node.with_inputs((P.Exchange(child, "range", (), order),)), "spread"
     if isinstance(node, P.Sort):
         if where == "spread" and estimate(child, rows_of) > limit:  # a distributed sort:
             # ranges of the keys per rank, each sorted there; a gather keeps rank order

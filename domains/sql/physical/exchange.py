@@ -243,6 +243,13 @@ class Ranks:
                 out[k][back["#slot"]] = v
         return out
 
+    def everyones(self, columns: dict[str, Column]) -> dict[str, Column]:
+        """Collective. Every rank's rows of ``columns`` on every rank, in rank order (string
+        codes mean the same strings everywhere)."""
+        if self.comm.Get_size() == 1:
+            return columns
+        return allgather_columns(global_dictionaries(columns, self.comm), self.comm)
+
     def on_root(self, columns: dict[str, Column], nrows: int) -> tuple[dict[str, Column], int]:
         """Collective. Every rank's rows on rank 0 (in rank order), none elsewhere."""
         return exchange(columns, nrows, "gather", [], self.comm)

@@ -38,10 +38,11 @@ from .window_frames import (
     moments_column,
     ntile,
     partition_aggregates,
+    peer_key,
     shift,
     unsupported_frame,
 )
-from .window_spread import spread_function
+from .window_spread import sequence, spread_function
 
 __all__ = ["window_columns"]
 
@@ -74,10 +75,10 @@ def window_columns(node: P.Window, batch: Batch, ranks: Ranks | None = None
                    ) -> dict[str, Column]:
     """The columns of ``node``'s window functions over ``batch`` (in its row order).
 
-    ``ranks``: the node has no PARTITION BY and its rows are one sequence range-partitioned
-    over the ranks by its ORDER BY (:class:`~.exchange.Ranks`): the functions take the other
-    ranks' rows into account (global row numbers, the rows just before and after, the
-    aggregates of the ranks before and after). Collective then.
+    ``ranks``: the node's rows are one sequence spread over the ranks (range-partitioned
+    by its PARTITION BY values and ORDER BY, a partition possibly over several ranks;
+    :class:`~.exchange.Ranks`): the functions take the other ranks' rows into account
+    (:mod:`.window_spread`). Collective then.
 
     Raises
     ------
@@ -88,14 +89,21 @@ def window_columns(node: P.Window, batch: Batch, ranks: Ranks | None = None
         STRING_AGG, ...) over a smaller frame.
     """
     n = batch.nrows
-    pid, _, _ = group_keys([evaluate(e, batch) for e in node.partition], n)
+    part_cols = [evaluate(e, batch) for e in node.partition]
     order_cols = [evaluate(k.expr, batch) for k in node.order]
-    perm = sort_order([(Column(pid, "int"), True, False)] + [
-        (c, k.ascending, k.nulls_first) for c, k in zip(order_cols, node.order, strict=True)],
-        n)
+    order = [(c, k.ascending, k.nulls_first) for c, k in zip(order_cols, node.order,
+                                                             strict=True)]
+    if ranks is None:
+        pid, _, _ = group_keys(part_cols, n)
+        perm = sort_order([(Column(pid, "int"), True, False)] + order, n)
+        pid = pid[perm]
+    else:  # the sequence's order: partitions by their values, as the range exchange
+        perm = sort_order([(c, True, True) for c in part_cols] + order, n)
+        part_cols = [c.take(perm) for c in part_cols]
+        pid = _runs(part_cols, n)
     read = set().union(*(E.refs(w) for _, w in node.functions))
     sorted_batch = batch.subset(perm, read)
-    layout = _layout(pid[perm], node.order, [c.take(perm) for c in order_cols])
+    layout = _layout(pid, node.order, [c.take(perm) for c in order_cols])
     inverse = np.empty(n, np.int64)
     inverse[perm] = np.arange(n)
     out = {}
@@ -103,14 +111,27 @@ def window_columns(node: P.Window, batch: Batch, ranks: Ranks | None = None
         _agreed(lambda: [evaluate(e, sorted_batch) for _, w in node.functions
                          for e in (*w.args, *([w.filter] if w.filter is not None else []))],
                 ranks)
+        seq = sequence(layout.part_start, layout.part_end, layout.peer_start, layout.peer_end,
+                       part_cols, layout.keys, ranks)
     for name, w in node.functions:
         if ranks is None:
-            column = _function(w, sorted_batch, layout, pid[perm])
+            column = _function(w, sorted_batch, layout, pid)
         else:
-            column = _agreed(lambda w=w: spread_function(
-                w, sorted_batch, layout.peer_start, layout.peer_end, layout.keys, ranks), ranks)
+            column = _agreed(lambda w=w: spread_function(w, sorted_batch, seq, ranks), ranks)
         out[name] = column.take(inverse)
     return out
+
+
+def _runs(columns: list[Column], n: int) -> np.ndarray:
+    """Per row of sorted ``columns``, the number of its run of equal rows (from 0)."""
+    new = np.zeros(n, bool)
+    new[:1] = True
+    for c in columns:
+        v = peer_key(c)
+        new[1:] |= v[1:] != v[:-1]
+        if c.valid is not None:
+            new[1:] |= c.valid[1:] != c.valid[:-1]
+    return np.cumsum(new) - 1
 
 
 def _agreed(step: Callable[[], T], ranks: Ranks) -> T:
@@ -141,25 +162,13 @@ def _ends(new: np.ndarray) -> np.ndarray:
     return np.minimum.accumulate(np.where(last, np.arange(n), n)[::-1])[::-1] + 1
 
 
-def _equal_key(c: Column) -> np.ndarray:
-    """Values equal exactly where SQL calls them peers (NULLs equal to each other)."""
-    v = c.values
-    if v.dtype.kind == "f":
-        v = np.where(np.isnan(v), np.nan, v + 0.0).view(np.int64)
-    elif v.dtype.kind == "b":
-        v = v.astype(np.int8)
-    if c.valid is not None:
-        v = np.where(c.valid, v, np.zeros(1, v.dtype))
-    return v
-
-
 def _layout(pid: np.ndarray, order: tuple[E.SortKey, ...], keys: list[Column]) -> _Layout:
     n = len(pid)
     new_part = np.ones(n, bool)
     new_part[1:] = pid[1:] != pid[:-1]
     new_peer = new_part.copy()
     for c in keys:
-        v = _equal_key(c)
+        v = peer_key(c)
         new_peer[1:] |= v[1:] != v[:-1]
         if c.valid is not None:
             new_peer[1:] |= c.valid[1:] != c.valid[:-1]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from hpc.domains.sql.errors import SQLError, UnsupportedSQL
 from hpc.domains.sql.logical import expr as E
+from hpc.domains.sql.logical.partial import COMBINING
 from hpc.domains.sql.table import Column
 
 from . import window_kernels as K
@@ -20,11 +21,24 @@ from .evaluate import Batch, _make, _rescale, evaluate, to_float
 
 __all__ = ["FRAMED", "VARIANCES", "Stats", "argument", "combine", "filtered", "finish",
            "frame_count", "frame_stats", "merge_moments", "moments_column", "ntile",
-           "partition_aggregates", "shift", "unsupported_frame", "with_default"]
+           "partition_aggregates", "peer_key", "shift", "unsupported_frame", "with_default"]
 
 _INT64 = np.iinfo(np.int64)
 
 VARIANCES = frozenset({"stddev_samp", "stddev_pop", "var_samp", "var_pop"})
+
+
+def peer_key(c: Column) -> np.ndarray:
+    """Values equal exactly where SQL calls them peers (NULLs equal to each other; floats:
+    -0.0 is 0.0, NaNs are one value)."""
+    v = c.values
+    if v.dtype.kind == "f":
+        v = np.where(np.isnan(v), np.nan, v + 0.0).view(np.int64)
+    elif v.dtype.kind == "b":
+        v = v.astype(np.int8)
+    if c.valid is not None:
+        v = np.where(c.valid, v, np.zeros(1, v.dtype))
+    return v
 
 
 def unsupported_frame(w: E.Window) -> UnsupportedSQL:
@@ -34,8 +48,7 @@ def unsupported_frame(w: E.Window) -> UnsupportedSQL:
                           "window frame smaller than the partition is not supported")
 
 
-FRAMED = frozenset({"count_star", "count", "sum", "avg", "min", "max", "stddev_samp",
-                     "stddev_pop", "var_samp", "var_pop", "bool_and", "bool_or"})
+FRAMED = COMBINING  # aggregates computed over frames smaller than the partition
 
 
 def argument(w: E.Window, batch: Batch) -> tuple[Column, np.ndarray]:

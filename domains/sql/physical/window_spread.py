@@ -15,7 +15,7 @@ whole-rank states of the ranks between. What does not combine from states (DISTI
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import astuple, replace
+from dataclasses import astuple, dataclass, replace
 from decimal import Decimal
 
 import numpy as np
@@ -38,58 +38,122 @@ from .window_frames import (
     moments_column,
     ntile,
     partition_aggregates,
+    peer_key,
     shift,
     unsupported_frame,
     with_default,
 )
 
-__all__ = ["spread_function"]
+__all__ = ["Sequence", "sequence", "spread_function"]
 
 State = tuple[np.ndarray, ...]
 
 
-def spread_function(w: E.Window, batch: Batch, peer_start: np.ndarray,
-                    peer_end: np.ndarray, keys: list[Column], ranks: Ranks) -> Column:
-    """Collective. Window function ``w`` of this rank's part of the sequence (``batch``,
-    sorted; ``peer_start`` / ``peer_end``: each row's peers as positions in it; ``keys``:
-    the ORDER BY columns)."""
-    n = batch.nrows
-    off, total = ranks.offset, ranks.total
-    w = _unordered(w)
+@dataclass
+class Sequence:
+    """This rank's rows of the sequence (sorted), as positions in the whole of it: each
+    row's own ``i``, its partition ``[part_start, part_end)`` and its peers ``[peer_start,
+    peer_end)``; ``keys``: the ORDER BY columns."""
+
+    i: np.ndarray
+    part_start: np.ndarray
+    part_end: np.ndarray
+    peer_start: np.ndarray
+    peer_end: np.ndarray
+    keys: list[Column]
+
+
+def sequence(part_start: np.ndarray, part_end: np.ndarray, peer_start: np.ndarray,
+             peer_end: np.ndarray, partition: list[Column], keys: list[Column],
+             ranks: Ranks) -> Sequence:
+    """Collective. The :class:`Sequence` of this rank's rows from their bounds within the
+    rank (``partition``: the PARTITION BY columns, sorted): a partition that runs on from
+    the rank before (equal keys at the edge) starts where it started there, one that runs
+    on into the next ranks ends where it ends there."""
+    n, off = len(part_start), ranks.offset
     i = np.arange(n, dtype=np.int64) + off
-    if w.order:
-        peer_start, peer_end = peer_start + off, peer_end + off
-    else:  # every row is a peer of every other
-        if w.name == "dense_rank":
-            return _make(np.ones(n, np.int64), w.type)
-        peer_start, peer_end = np.zeros(n, np.int64), np.full(n, total, np.int64)
+    if not partition:
+        return Sequence(i, np.zeros(n, np.int64), np.full(n, ranks.total, np.int64),
+                        peer_start + off, peer_end + off, keys)
+    size, counts = len(ranks.counts), ranks.counts
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    edge = np.array([0, n - 1] if n else [], np.int64)
+    edges = ranks.everyones({str(k): c.take(edge) for k, c in enumerate(partition)})
+    lengths = ranks.gathered(np.array([part_end[0], n - part_start[-1]] if n else [0, 0],
+                                      np.int64))  # per rank: its first and last partition's
+    full = np.flatnonzero(counts > 0)
+    joined = np.zeros(size, bool)  # a rank's first partition runs on from the rank before
+    same = np.ones(max(len(full) - 1, 0), bool)
+    for c in edges.values():
+        v = peer_key(c)
+        valid = np.ones(len(v), bool) if c.valid is None else c.valid
+        same &= (v[1:-1:2] == v[2::2]) & (valid[1:-1:2] == valid[2::2])
+    joined[full[1:]] = same
+    last_start = bounds[1:] - lengths[:, 1]  # where each rank's last partition starts
+    for before, q in zip(full[:-1], full[1:], strict=True):
+        if joined[q] and lengths[q, 1] == counts[q]:
+            last_start[q] = last_start[before]
+    first_end = bounds[:-1] + lengths[:, 0]  # where each rank's first partition ends
+    for q, after in zip(full[-2::-1], full[:0:-1], strict=True):
+        if joined[after] and lengths[q, 0] == counts[q]:
+            first_end[q] = first_end[after]
+    start, end = part_start + off, part_end + off
+    me, where = ranks.rank, int(np.searchsorted(full, ranks.rank))
+    if n and joined[me]:
+        start[part_start == 0] = last_start[full[where - 1]]
+    if n and where + 1 < len(full) and joined[full[where + 1]]:
+        end[part_end == n] = first_end[full[where + 1]]
+    return Sequence(i, start, end, peer_start + off, peer_end + off, keys)
+
+
+def spread_function(w: E.Window, batch: Batch, seq: Sequence, ranks: Ranks) -> Column:
+    """Collective. Window function ``w`` of this rank's part of the sequence (``batch``,
+    sorted as ``seq``)."""
+    n = batch.nrows
+    w = _unordered(w)
+    i, ps, pe = seq.i, seq.part_start, seq.part_end
+    size = pe - ps
+    peer_start, peer_end = (seq.peer_start, seq.peer_end) if w.order else (ps, pe)
     if w.name == "row_number":
-        return _make(i + 1, w.type)
+        return _make(i - ps + 1, w.type)
     if w.name == "rank":
-        return _make(peer_start + 1, w.type)
-    if w.name == "dense_rank":  # peer groups here plus those of the ranks before
-        new_peer = np.zeros(n, np.int64)
-        new_peer[peer_start - off] = 1
-        groups = ranks.gathered(np.array([new_peer.sum()], np.int64))[:, 0]
-        return _make(np.cumsum(new_peer) + groups[: ranks.rank].sum(), w.type)
+        return _make(peer_start - ps + 1, w.type)
+    if w.name == "dense_rank":
+        return _make(_dense_rank(peer_start, ps, ranks) if w.order else np.ones(n, np.int64),
+                     w.type)
     if w.name == "percent_rank":
-        rank = peer_start.astype(np.float64)
-        return _make(rank / (total - 1) if total > 1 else np.zeros(n), w.type)
+        rank = (peer_start - ps).astype(np.float64)
+        with np.errstate(all="ignore"):
+            return _make(np.where(size > 1, rank / np.maximum(size - 1, 1), 0.0), w.type)
     if w.name == "cume_dist":
-        return _make(peer_end / max(total, 1), w.type)
+        with np.errstate(all="ignore"):
+            return _make((peer_end - ps) / np.maximum(size, 1), w.type)
     if w.name == "ntile":
-        return _make(ntile(i, np.full(n, total), int(w.params[0])), w.type)
+        return _make(ntile(i - ps, size, int(w.params[0])), w.type)
     if w.name in ("lag", "lead"):
-        return _offset(w, batch, i, ranks)
-    fs, fe = _frame(w, i, peer_start, peer_end, keys, ranks)
+        return _offset(w, batch, seq, ranks)
+    fs, fe = _frame(w, seq, peer_start, peer_end, ranks)
     if w.name in ("first_value", "last_value", "nth_value"):
         return _value(w, batch, fs, fe, ranks)
     if w.distinct or w.name not in FRAMED:
-        if not (w.frame.start.side == "unbounded_preceding" and
-                w.frame.end.side == "unbounded_following"):
+        if w.partition or not (w.frame.start.side == "unbounded_preceding" and
+                               w.frame.end.side == "unbounded_following"):
             raise unsupported_frame(w)
         return _whole(w, batch, ranks)
     return _aggregate(w, batch, fs, fe, ranks)
+
+
+def _dense_rank(peer_start: np.ndarray, part_start: np.ndarray, ranks: Ranks) -> np.ndarray:
+    """Collective. Peer groups from the partition's start to each row's: a count of peer
+    groups over the whole sequence (the first row of a rank starts one), less its count at
+    the partition's first row (read where that lies)."""
+    n, off = len(peer_start), ranks.offset
+    new_peer = np.zeros(n, np.int64)
+    new_peer[peer_start - off] = 1
+    before = ranks.gathered(np.array([new_peer.sum()], np.int64))[:, 0][: ranks.rank].sum()
+    groups = np.cumsum(new_peer) + before
+    at_start = ranks.fetch({"g": Column(groups, "int")}, part_start)["g"].values
+    return groups - at_start + 1
 
 
 def _unordered(w: E.Window) -> E.Window:
@@ -109,27 +173,26 @@ def _unordered(w: E.Window) -> E.Window:
 # Frames as positions in the sequence
 # ---------------------------------------------------------------------------------------
 
-def _frame(w: E.Window, i: np.ndarray, peer_start: np.ndarray, peer_end: np.ndarray,
-           keys: list[Column], ranks: Ranks) -> tuple[np.ndarray, np.ndarray]:
-    """Collective. Every row's frame ``[fs, fe)`` as positions in the whole sequence (row
-    ``r`` at ``i[r]``)."""
-    kind, total = w.frame.kind, ranks.total
+def _frame(w: E.Window, seq: Sequence, peer_start: np.ndarray, peer_end: np.ndarray,
+           ranks: Ranks) -> tuple[np.ndarray, np.ndarray]:
+    """Collective. Every row's frame ``[fs, fe)`` as positions in the whole sequence."""
+    kind, i = w.frame.kind, seq.i
     ends = []
     for b, start in ((w.frame.start, True), (w.frame.end, False)):
         if b.side == "unbounded_preceding":
-            ends.append(np.zeros(len(i), np.int64))
+            ends.append(seq.part_start)
         elif b.side == "unbounded_following":
-            ends.append(np.full(len(i), total, np.int64))
+            ends.append(seq.part_end)
         elif b.side == "current" and kind == "range":
             ends.append(peer_start if start else peer_end)
         elif b.side == "current":
             ends.append(i if start else i + 1)
         elif kind == "rows":
             step = int(b.offset) * (-1 if b.side == "preceding" else 1)
-            ends.append(np.clip(i + step + (0 if start else 1), 0, total))
-        else:
-            ends.append(_range_bound(b, w.order[0], keys[0], peer_start if start else peer_end,
-                                     start, ranks))
+            ends.append(np.clip(i + step + (0 if start else 1), seq.part_start, seq.part_end))
+        else:  # without PARTITION BY (the plan keeps such a window on its partitions' ranks)
+            ends.append(_range_bound(b, w.order[0], seq.keys[0],
+                                     peer_start if start else peer_end, start, ranks))
     fs, fe = ends
     return fs, np.maximum(fe, fs)
 
@@ -179,19 +242,21 @@ def _range_bound(b: E.Bound, term: E.SortKey, key: Column, peers: np.ndarray, st
 # Rows at positions: LAG, LEAD, FIRST_VALUE, LAST_VALUE, NTH_VALUE
 # ---------------------------------------------------------------------------------------
 
-def _offset(w: E.Window, batch: Batch, i: np.ndarray, ranks: Ranks) -> Column:
-    """LAG / LEAD: the row ``k`` before / after (IGNORE NULLS: the ``k``-th non-NULL row),
-    or the default."""
+def _offset(w: E.Window, batch: Batch, seq: Sequence, ranks: Ranks) -> Column:
+    """LAG / LEAD: the row ``k`` before / after in the partition (IGNORE NULLS: the ``k``-th
+    non-NULL row), or the default."""
     x = evaluate(w.args[0], batch)
     k = int(w.params[0]) * (1 if w.name == "lag" else -1)  # rows back
+    i, ps, pe = seq.i, seq.part_start, seq.part_end
     if not w.ignore_nulls or k == 0:
         src = i - k
-        ok = (src >= 0) & (src < ranks.total)
+        ok = (src >= ps) & (src < pe)
         return with_default(w, batch, ranks.fetch({"x": x}, np.where(ok, src, -1))["x"], ok)
-    valid = np.ones(len(i), bool) if x.valid is None else x.valid
-    before, counts = _valid_before(valid, np.concatenate([i, i + 1]), ranks)
-    j = before[: len(i)] - k if k > 0 else before[len(i):] - k - 1
-    ok = (j >= 0) & (j < counts.sum())
+    n = len(i)
+    valid = np.ones(n, bool) if x.valid is None else x.valid
+    before, counts = _valid_before(valid, np.concatenate([i, i + 1, ps, pe]), ranks)
+    j = before[:n] - k if k > 0 else before[n: 2 * n] - k - 1
+    ok = (j >= before[2 * n: 3 * n]) & (j < before[3 * n:])
     value = ranks.fetch({"x": x.take(np.flatnonzero(valid))}, np.where(ok, j, -1), counts)["x"]
     return with_default(w, batch, value, ok)
 

@@ -56,6 +56,29 @@ QUERIES = [
     "(order by k range between 20 preceding and 10 preceding) as mx, avg(v) over (order by k "
     "desc nulls first range between unbounded preceding and 4 preceding) as a, var_samp(v) "
     "over (order by k range between 5 preceding and 5 following) as vs from {t} order by id",
+    # PARTITION BY: ranges of (partition, ORDER BY) per rank, a partition over several ranks
+    "select id, row_number() over (partition by k order by id) as rn, rank() over (partition "
+    "by k % 3 order by v) as r, dense_rank() over (partition by k % 3 order by v desc) as d, "
+    "percent_rank() over (partition by s order by v) as p, cume_dist() over (partition by k "
+    "order by v) as c, ntile(4) over (partition by k order by id) as nt from {t} order by id",
+    "select id, lag(v, 2) over (partition by k order by id) as l, lead(s, 30, 'x') over "
+    "(partition by k order by id) as ld, lag(v, 1 ignore nulls) over (partition by k % 2 "
+    "order by id) as li, lead(v, 3 ignore nulls) over (partition by k % 2 order by id desc) "
+    "as ldi from {t} order by id",
+    "select id, sum(v) over (partition by k order by id) as rs, avg(v) over (partition by "
+    "k % 4 order by id rows between 10 preceding and 10 following) as ma, min(s) over "
+    "(partition by k) as mn, count(*) over (partition by k) as n, max(v) over (partition by "
+    "k % 2 order by id rows between 3 following and unbounded following) as mx, "
+    "stddev_samp(v) over (partition by k order by id rows between unbounded preceding and "
+    "current row) as sd from {t} order by id",
+    "select id, first_value(v) over (partition by k order by id) as f, last_value(v ignore "
+    "nulls) over (partition by k order by id rows between unbounded preceding and unbounded "
+    "following) as l, nth_value(s, 3) over (partition by k % 3 order by id) as n3, v * 1.0 / "
+    "sum(v) over (partition by k) as share from {t} order by id",
+    # a partition on one rank (hash-partitioned): what needs all of a partition's rows there
+    "select id, median(v) over (partition by k) as md, count(distinct s) over (partition by k) "
+    "as ds, sum(v) over (partition by k order by v range between 5 preceding and 5 following) "
+    "as rs from {t} order by id",
     # aggregates in two phases: each rank's states per group, merged where the keys hash
     "select k, count(*) as n, count(v) as c, sum(v) as s, avg(v) as a, min(s) as mn, max(v) "
     "as mx, stddev_samp(v) as sd, var_pop(v) as vp, bool_and(v > 0) as ba, bool_or(v > 900) "
