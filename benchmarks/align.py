@@ -9,12 +9,21 @@ frees the target's (parasail's s2, "database") leading and trailing gaps as ours
 are checked equal. Each is timed on one core (numba with one thread, parasail in a loop) and on
 all cores (numba's threads; parasail on a thread pool: its ctypes calls release the GIL).
 Queries or pairs are split over MPI ranks; the slowest rank's time counts.
+
+``--sweep`` adds the workload space (STYLE 28: one point hides the shapes where we lose):
+``score_pairs`` on {1, 8, 64, 10^3, 10^4} pairs x lengths {50, 300, 1500, 6000}, protein
+local (BLOSUM62, BLAST 11/1, unrelated pairs) and DNA semi-global (2/-4, BLAST 4/2, each
+query a mutated copy of its target), on one core against the faster of parasail's 16-bit
+striped and scan kernels for the mode. Points under ``--sweep-min-cells`` (10^7) report the
+time per call in microseconds instead of GCUPS (the per-call overhead); the record gets
+``sweep`` (every point) and ``worst`` (the point of lowest ratio, with its parameters).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -43,6 +52,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reps", type=int, default=3, help="timed repetitions (median)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--backend", default=None, help="auto, cpu or gpu")
+    p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="also sweep pair counts x lengths on one core against parasail (up to 30 min)",
+    )
+    p.add_argument("--sweep-pairs", default="1,8,64,1000,10000", help="pair counts of --sweep")
+    p.add_argument("--sweep-lengths", default="50,300,1500,6000", help="lengths of --sweep")
+    p.add_argument("--sweep-cases", default="protein,dna", help="cases of --sweep (protein, dna)")
+    p.add_argument(
+        "--sweep-min-cells",
+        type=float,
+        default=1e7,
+        help="points with fewer cells report microseconds per call, not GCUPS (1e7)",
+    )
 
 
 def _random(rng: np.random.Generator, letters: np.ndarray, n: int) -> str:
@@ -236,8 +259,125 @@ def _fig(cells: float, seconds: float, cores: int) -> dict[str, Any]:
     return {"seconds": seconds, "GCUPS": cells / seconds / 1e9, "threads_per_rank": cores}
 
 
+def _mutate_codes(rng: np.random.Generator, seq: np.ndarray, rate: float) -> np.ndarray:
+    """``seq`` (letters as bytes) with substitutions, deletions and insertions (vectorised
+    :func:`_mutate`, for the sweep's millions of letters)."""
+    r = rng.random(seq.size)
+    out = seq.copy()
+    sub = r < rate * 0.6
+    out[sub] = BASES[rng.integers(0, 4, int(sub.sum()))]
+    keep = ~((r >= rate * 0.6) & (r < rate * 0.8))
+    ins = np.flatnonzero((r >= rate * 0.8) & (r < rate))
+    out = np.insert(out, ins + 1, BASES[rng.integers(0, 4, ins.size)])
+    keep = np.insert(keep, ins + 1, True)
+    return out[keep]
+
+
+def _sweep_point(args, comm, case: str, pairs: int, length: int) -> dict[str, Any]:
+    """Collective. One point of the sweep: ``pairs`` pairs of ``length`` letters."""
+    from hpc.domains.align import Scoring, score_pairs
+
+    parasail = _parasail()
+    rng = np.random.default_rng([args.seed, pairs, length, case == "dna"])
+    lo, hi = chunk(pairs, comm.Get_size(), comm.Get_rank())
+    if case == "protein":
+        scoring = Scoring("BLOSUM62", 11, 1, convention="blast")
+        mode, kernels = "local", ("sw_striped_16", "sw_scan_16")
+        ts = [AMINO[rng.integers(0, AMINO.size, length)] for _ in range(pairs)]
+        qs = [AMINO[rng.integers(0, AMINO.size, length)] for _ in range(pairs)]
+        matrix = parasail.blosum62 if parasail else None
+    else:
+        scoring = Scoring("DNA:2:-4", 4, 2, convention="blast")
+        mode, kernels = "semi-global", ("sg_dx_striped_16", "sg_dx_scan_16")
+        ts = [BASES[rng.integers(0, 4, length)] for _ in range(pairs)]
+        qs = [_mutate_codes(rng, t, 0.05) for t in ts]
+        matrix = parasail.matrix_create("ACGT", 2, -4) if parasail else None
+    cells = float(sum(q.size * t.size for q, t in zip(qs, ts, strict=True)))
+    my_q = [q.tobytes().decode() for q in qs[lo:hi]]
+    my_t = [t.tobytes().decode() for t in ts[lo:hi]]
+    del qs, ts
+    first, extend = scoring.gaps.parasail
+    out: dict[str, Any] = {}
+    point = {"case": case, "mode": mode, "pairs": pairs, "length": length, "cells": cells}
+
+    def ours() -> None:
+        _threads(1)
+        try:
+            out["ours"] = score_pairs(my_q, my_t, scoring, mode, backend="cpu")
+        finally:
+            _threads(threads)
+
+    def peer(name: str):
+        fn = getattr(parasail, name)
+
+        def one() -> None:
+            pairs_ = zip(my_q, my_t, strict=True)
+            out[name] = [fn(q, t, first, extend, matrix).score for q, t in pairs_]
+
+        return one
+
+    import numba
+
+    threads = numba.get_num_threads()
+    score_pairs(my_q[:1], my_t[:1], scoring, mode, backend="cpu")  # compiled, cached
+    big = cells >= 1e9  # a single timed run: the sweep's largest points take minutes
+    reps, warmup = (1, 0) if big else (max(1, args.reps), 1)
+    fns = [ours] + ([peer(k) for k in kernels] if parasail else [])
+    secs = time_interleaved(comm, fns, reps, warmup)
+    names = ["ours", *kernels] if parasail else ["ours"]
+    if parasail is None:
+        point["peers"] = {"error": "parasail is not installed"}
+        point["ours_GCUPS"] = cells / secs[0] / 1e9
+        return point
+    best = int(np.argmin(secs[1:])) + 1
+    mine = np.asarray(out["ours"], dtype=np.int64)
+    equal = all(np.array_equal(mine, np.asarray(out[k], dtype=np.int64)) for k in kernels)
+    point["scores_equal"] = bool(comm.allreduce(int(equal), op=_min()))
+    point["peer"] = f"parasail_{names[best]}"
+    if cells < args.sweep_min_cells:
+        point["us_per_call"] = {n: t * 1e6 for n, t in zip(names, secs, strict=True)}
+        point["ratio_time"] = secs[best] / secs[0]
+        return point
+    point["GCUPS"] = {n: cells / t / 1e9 for n, t in zip(names, secs, strict=True)}
+    point["ratio"] = secs[best] / secs[0]
+    return point
+
+
+def _sweep(args: argparse.Namespace) -> dict[str, Any]:
+    """Collective. Every point of the sweep and the worst one (lowest ratio of those with at
+    least ``--sweep-min-cells`` cells)."""
+    comm = world()
+    counts = [int(float(x)) for x in args.sweep_pairs.split(",") if x.strip()]
+    lengths = [int(float(x)) for x in args.sweep_lengths.split(",") if x.strip()]
+    cases = [c.strip() for c in args.sweep_cases.split(",") if c.strip()]
+    for c in cases:
+        if c not in ("protein", "dna"):
+            raise ValueError(f"--sweep-cases: {c!r} is not 'protein' or 'dna'")
+    points = []
+    for case in cases:
+        for length in lengths:
+            for pairs in counts:
+                point = _sweep_point(args, comm, case, pairs, length)
+                points.append(point)
+                if comm.Get_rank() == 0:
+                    shown = (
+                        f"ratio {point['ratio']:.2f}"
+                        if "ratio" in point
+                        else f"{point.get('us_per_call', {}).get('ours', 0):.0f} us/call"
+                    )
+                    print(f"sweep {case} {pairs} pairs x {length}: {shown}", file=sys.stderr,
+                          flush=True)  # fmt: skip
+    rated = [p for p in points if "ratio" in p]
+    worst = min(rated, key=lambda p: p["ratio"]) if rated else None
+    if worst is not None:
+        worst = {k: worst[k] for k in ("case", "mode", "pairs", "length", "cells", "ratio",
+                                        "peer", "GCUPS")}  # fmt: skip
+    return {"sweep": points, "worst": worst}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Collective. The protein case (headline) and the DNA semi-global case."""
+    """Collective. The protein case (headline) and the DNA semi-global case; with
+    ``--sweep``, also the sweep over pair counts and lengths and its worst point."""
     from hpc.backend import get_backend
 
     comm = world()
@@ -245,6 +385,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     gpu = backend.is_gpu
     cases = [_case_protein(args, gpu), _case_dna(args, gpu)]
     head = cases[0]
+    extra = _sweep(args) if getattr(args, "sweep", False) else {}
     return {
         "bench": "align",
         "backend": backend.name,
@@ -261,4 +402,5 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ratio": head["ratio"],
         "limits": {"target_cpu_ratio": 1.0, "target_gpu_GCUPS": 100.0},
         "cases": cases,
+        **extra,
     }

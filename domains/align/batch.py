@@ -2,7 +2,12 @@
 
 Pairs are sorted by length and dealt into buckets of :data:`kernels.LANES` pairs, which the
 numba kernels score side by side (16-bit scores first; a bucket whose scores could overflow
-is scored again with 32 bits). On the GPU backend one CUDA thread scores one pair.
+is scored again with 32 bits). A bucket whose lanes the pairs would leave mostly empty (few
+pairs, or lengths far apart) goes instead to the striped kernel of
+:mod:`hpc.domains.align.striped`, which puts one pair's query positions in the SIMD lanes:
+each bucket goes to whichever kernel the cost model (:func:`striped.striped_cost`,
+:func:`striped.lanes_cost`) says is cheaper. On the GPU backend one CUDA thread scores one
+pair.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import numpy as np
 from hpc.dispatch import DeviceTable
 
 from . import kernels as K
+from . import striped as S
 from .scoring import AlphabetError, Scoring
 
 __all__ = [
@@ -89,6 +95,17 @@ def encode_all(
     if isinstance(seqs, Encoded):
         return seqs
     mat = scoring.matrix
+    if len(seqs) and all(type(s) is str for s in seqs):
+        # one lookup for all the letters (per-sequence calls dominate short pairs); a bad
+        # letter is reported by the per-sequence path below
+        lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+        raw = "".join(seqs).encode("ascii", "replace")
+        if len(raw) == int(lengths.sum()):
+            codes = mat.lookup[np.frombuffer(raw, dtype=np.uint8)]
+            if not (codes == 255).any():
+                offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+                np.cumsum(lengths, out=offsets[1:])
+                return Encoded(codes, offsets)
     parts = []
     for k, s in enumerate(seqs):
         label = f"{what} {names[k]!r}" if names is not None else f"{what} {k}"
@@ -208,9 +225,13 @@ def _all_vs_all_cpu(qe: Encoded, te: Encoded, scoring: Scoring, m: int) -> np.nd
     per = max(1, -(-len(qe) * nb // max(1, 4 * numba.get_num_threads())))
     per = min(per, len(qe))
     qorder = np.argsort(qlen, kind="stable")
+    # (query, bucket) cells the striped kernel does cheaper: buckets with few targets
+    striped = _striped_cells(qlen, lens, maxlen, wide)
     runs = [qorder[a : a + per] for a in range(0, len(qe), per)]
-    tasks = [(b, r) for b in range(nb) for r in runs]
-    _run_shared(qe, tasks, tcodes, row_off, lens, maxlen, scoring, m, wide, res)
+    tasks = [(b, r[~striped[r, b]]) for b in range(nb) for r in runs]
+    tasks = [(b, r) for b, r in tasks if r.size]
+    if tasks:
+        _run_shared(qe, tasks, tcodes, row_off, lens, maxlen, scoring, m, wide, res)
     if not wide and m == K.LOCAL:
         over = _overflowed(res, scoring).any(axis=2)  # (query, bucket)
         qs_, bs_ = np.nonzero(over)
@@ -222,7 +243,30 @@ def _all_vs_all_cpu(qe: Encoded, te: Encoded, scoring: Scoring, m: int) -> np.nd
     sel = padded >= 0
     flat = res.reshape(len(qe), -1)
     out[:, padded[sel]] = flat[:, sel]
+    qs_, bs_ = np.nonzero(striped)
+    if qs_.size:
+        lane_t = padded.reshape(nb, K.LANES)[bs_]  # (cell, lane) target or -1
+        keep = lane_t >= 0
+        pq = np.repeat(qs_, keep.sum(axis=1))
+        pt = lane_t[keep]
+        out[pq, pt] = S.score_striped(qe.codes, qe.offsets, te.codes, te.offsets, pq, pt,
+                                      scoring, m)  # fmt: skip
     return out
+
+
+def _striped_cells(qlen: np.ndarray, lens: np.ndarray, maxlen: np.ndarray, wide: bool):
+    """``(query, bucket)`` booleans: where the striped kernel (every target of the bucket on
+    its own) is cheaper than the shared-query lane kernel over the whole bucket."""
+    count = (lens > 0).sum(axis=1)  # the bucket's targets (empty ones cost a call too)
+    total = lens.sum(axis=1)
+    q = qlen[:, None].astype(np.float64)
+    segments = np.ceil(q / S.STRIPE)
+    striped = (
+        count * S.STRIPED_PAIR_NS
+        + total * (S.STRIPED_COLUMN_NS + segments * S.STRIPED_SEGMENT_NS)
+    )  # fmt: skip
+    lanes = S.lanes_cost(q, maxlen[None, :], "shared", wide)
+    return striped < lanes
 
 
 def _run_shared(qe, tasks, tcodes, row_off, lens, maxlen, scoring, mode, wide, res) -> None:
@@ -300,22 +344,50 @@ def _pairs_cpu(qe, te, qi, ti, scoring: Scoring, mode: int) -> np.ndarray:
         return out
     # pairs as sequences of their own: sort by target length, then query length
     qlen, tlen = qe.lengths[qi], te.lengths[ti]
+    dna = _dna_args(scoring)
+    kind = "compare" if dna[3] >= 0 else "lookup"
+    if n <= K.LANES:  # one bucket: decide without building it (short calls' overhead)
+        qm, tm = int(qlen.max()), int(tlen.max())
+        lanes = S.lanes_cost(qm, tm, kind, _needs_32(scoring, mode, qm, tm))
+        if S.striped_cost(qlen, tlen).sum() < lanes:
+            return S.score_striped(qe.codes, qe.offsets, te.codes, te.offsets, qi, ti,
+                                   scoring, mode)  # fmt: skip
     order = np.lexsort((qlen, tlen))
-    pq = Encoded(qe.codes, qe.offsets)
+    padded = _buckets(order, tlen)[0]
+    nb = padded.size // K.LANES
+    bucket_pairs = padded.reshape(nb, K.LANES)
+    real = bucket_pairs >= 0
+    qlens = np.where(real, qlen[bucket_pairs], 0)
+    tlens = np.where(real, tlen[bucket_pairs], 0)
+    qmax, tmax = qlens.max(axis=1), tlens.max(axis=1)
+    wide = np.array(
+        [_needs_32(scoring, mode, int(qmax[b]), int(tmax[b])) for b in range(nb)], dtype=bool
+    )
+    # buckets the striped kernel scores cheaper (few pairs, lengths far apart, long pairs)
+    cost = np.where(real, S.striped_cost(qlens, tlens), 0.0).sum(axis=1)
+    striped = cost < S.lanes_cost(qmax, tmax, kind, wide)
+    if not striped.all():
+        _lanes_pairs(qe, te, qi, ti, order, wide, striped, dna, scoring, mode, out)
+    if striped.any():
+        pairs = bucket_pairs[striped][real[striped]]
+        out[pairs] = S.score_striped(qe.codes, qe.offsets, te.codes, te.offsets, qi[pairs],
+                                     ti[pairs], scoring, mode)  # fmt: skip
+    return out
+
+
+def _lanes_pairs(qe, te, qi, ti, order, wide, striped, dna, scoring, mode, out) -> None:
+    """Score the buckets not ``striped`` with the lane kernel, into ``out``."""
     pad = scoring.matrix.size
+    pq = Encoded(qe.codes, qe.offsets)
     qpadded, qcodes, qrow, qlens, qmax = _pack(_gathered(pq, qi), order, pad)
     tpadded, tcodes, trow, tlens, tmax = _pack(_gathered(te, ti), order, pad)
     mat = scoring.matrix.scores
-    dna = _dna_args(scoring)
     three = scoring.gaps.extend > scoring.gaps.first
     args = _kernel_args(scoring, mode, three)
     nb = tmax.size
     res = np.zeros((nb, K.LANES), dtype=np.int32)
-    wide = np.array(
-        [_needs_32(scoring, mode, int(qmax[b]), int(tmax[b])) for b in range(nb)], dtype=bool
-    )
     for is_wide in (False, True):
-        idx = np.flatnonzero(wide == is_wide)
+        idx = np.flatnonzero((wide == is_wide) & ~striped)
         if idx.size == 0:
             continue
         dtype = np.int32 if is_wide else np.int16
@@ -332,7 +404,6 @@ def _pairs_cpu(qe, te, qi, ti, scoring: Scoring, mode: int) -> np.ndarray:
                 )  # fmt: skip
     sel = qpadded >= 0
     out[order] = res.reshape(-1)[sel]
-    return out
 
 
 def _gathered(enc: Encoded, idx: np.ndarray) -> Encoded:

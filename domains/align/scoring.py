@@ -26,6 +26,7 @@ Any other letter raises :class:`AlphabetError` naming it and its position.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -142,14 +143,15 @@ class SubstitutionMatrix:
         """Number of letters (without the padding letter)."""
         return len(self.alphabet)
 
-    @property
+    @cached_property
     def max_score(self) -> int:
-        """The largest score of two real letters."""
+        """The largest score of two real letters (computed once: the batch entry points read
+        it on every call)."""
         return int(self.scores[: self.size, : self.size].max())
 
-    @property
+    @cached_property
     def min_score(self) -> int:
-        """The smallest score of two real letters."""
+        """The smallest score of two real letters (computed once)."""
         return int(self.scores[: self.size, : self.size].min())
 
     def score(self, a: str, b: str) -> int:

@@ -24,6 +24,12 @@ def _tracebacks() -> None:
             align_pairs(seqs, seqs[::-1], matrix, mode=mode)
 
 
+def _striped() -> None:
+    from .striped import warm
+
+    warm()
+
+
 def _search() -> None:
     from .search import search
 
@@ -33,6 +39,7 @@ def _search() -> None:
 
 TASKS: list[tuple[str, Callable[[], object]]] = [
     ("scores (local, global, semi-global; DNA and protein)", _scores),
+    ("striped kernels (8-, 16- and 32-bit lanes)", _striped),
     ("alignments with tracebacks", _tracebacks),
     ("top-hit search", _search),
 ]
