@@ -334,6 +334,8 @@ class Output(_Unary):
 @dataclass(frozen=True)
 class Exchange(_Unary):
     """Rows moved between ranks: ``"hash"`` on ``keys`` (equal keys meet on one rank),
+    ``"partition"`` (a window's: hashed on ``keys`` unless a sample shows one key value with
+    more rows than a rank's share, then as ``"range"`` by ``order``),
     ``"range"`` by ``order`` (rank ``r``'s rows all sort before rank ``r + 1``'s, equal keys
     on one rank; without ``order`` no row moves and the ranks' rows in rank order are one
     sequence), ``"broadcast"`` (every rank gets all rows) or ``"gather"`` (rank 0 gets all
@@ -345,7 +347,7 @@ class Exchange(_Unary):
     order: tuple[SortKey, ...] = ()
 
     def describe(self) -> str:
-        keys = self.order or self.keys
+        keys = self.keys if self.how == "partition" else self.order or self.keys
         text = f" [{', '.join(map(str, keys))}]" if keys else ""
         return f"Exchange {self.how}{text}"
 

@@ -10,9 +10,10 @@ an aggregate whose aggregates combine from partial states runs in two phases (ea
 states per group, hash-partitioned on the keys or gathered, merged), another aggregate
 hash-partitions its rows on its keys (a scalar aggregate gathers them), DISTINCT drops each
 rank's duplicates, then hash-partitions the rest on all columns; a window node's rows are
-one sequence over the ranks, range-partitioned by its PARTITION BY values and ORDER BY (a
-partition may run over several ranks; the window operator computes frames across them), or
-hash-partitioned on its PARTITION BY keys when a function needs a partition on one rank;
+hash-partitioned on its PARTITION BY keys, or, where a sample shows one partition too big
+for a rank (and its functions allow), one sequence over the ranks, range-partitioned by its
+PARTITION BY values and ORDER BY (a partition may run over several ranks; the window
+operator computes frames across them); without PARTITION BY always that sequence;
 sorting, LIMIT and the result gather on rank 0, a LIMIT under ORDER BY keeping each rank's top rows
 first; an ORDER BY of more rows than a broadcast side sorts in ranges of its keys, one per
 rank, and the gather of the result keeps their order.
@@ -155,10 +156,11 @@ def _place(node: P.Node, rows_of: Callable[[str], int],
             return node.with_inputs((child,)), "root"
         if node.partition and not all(_spreads(w) for _, w in node.functions):
             return node.with_inputs((P.Exchange(child, "hash", node.partition),)), "spread"
-        # one sequence: ranges of the partitions' values and the ORDER BY per rank, so one
-        # huge partition spreads too (no keys at all: the rows stay where they are)
+        # one sequence: ranges of the partitions' values and the ORDER BY per rank, where
+        # a partition is too big for one rank (else hashed); no keys: the rows stay
         order = tuple(E.SortKey(e, True, True) for e in node.partition) + node.order
-        return node.with_inputs((P.Exchange(child, "range", (), order),)), "spread"
+        how = "partition" if node.partition else "range"
+        return node.with_inputs((P.Exchange(child, how, node.partition, order),)), "spread"
     if isinstance(node, P.Sort):
         if where == "spread" and estimate(child, rows_of) > limit:  # a distributed sort:
             # ranges of the keys per rank, each sorted there; a gather keeps rank order

@@ -24,8 +24,8 @@ from hpc.backend import array_module
 from hpc.collectives import allreduce
 from hpc.shuffle import hash_partition, shuffle
 
-__all__ = ["hash_rows", "exchange", "global_dictionaries", "key_hash", "range_destinations",
-           "Ranks", "mark_global", "global_count_many", "agree"]
+__all__ = ["hash_rows", "exchange", "skewed", "global_dictionaries", "key_hash",
+           "range_destinations", "Ranks", "mark_global", "global_count_many", "agree"]
 
 _global: dict[int, Any] = {}  # id -> weak reference of dictionaries equal on every rank
 
@@ -135,6 +135,32 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
 
 
 _SAMPLES_PER_RANK = 64  # sort keys each rank offers for choosing the ranges
+SKEW_SHARE = 1.5  # a key value with more rows than this many ranks' fair share is skew
+
+
+def skewed(keys: list[Column], n: int, comm: Any) -> bool:
+    """Collective. Whether a sample of every rank's rows (evenly spaced, weighted by the
+    rank's row count) shows one value of ``keys`` holding more than :data:`SKEW_SHARE`
+    ranks' fair share of all rows: hashing on ``keys`` would leave one rank with it. The
+    same answer on every rank."""
+    from .columns import group_keys
+
+    size = comm.Get_size()
+    if size == 1 or not keys:
+        return False
+    picks = np.unique(np.linspace(0, n - 1, min(n, _SAMPLES_PER_RANK)).astype(np.int64)) \
+        if n else np.zeros(0, np.int64)
+    weight = np.full(len(picks), n / max(len(picks), 1))
+    sample = {str(j): k.take(picks) for j, k in enumerate(keys)}
+    sample["#w"] = Column(weight, "float")
+    every = allgather_columns(global_dictionaries(sample, comm), comm)
+    total = float(every["#w"].values.sum())
+    if total <= 0:
+        return False
+    ids, ngroups, _ = group_keys([every[str(j)] for j in range(len(keys))],
+                                 len(every["#w"]))
+    shares = np.bincount(ids, weights=every["#w"].values, minlength=ngroups) / total
+    return bool(shares.max() * size > SKEW_SHARE)
 
 
 def range_destinations(keys: list[tuple[Column, bool, bool]], n: int, comm: Any) -> np.ndarray:
@@ -231,16 +257,19 @@ class Ranks:
         if self.comm.Get_size() == 1:
             return answer(requests)
         n = len(owner)
-        sent = {**requests, "#slot": np.arange(n, dtype=np.int64),
-                "#from": np.full(n, self.rank, np.int64)}
-        got = shuffle(sent, owner, self.comm)
+        here = owner == self.rank  # answered without moving
+        mine = answer({k: v[here] for k, v in requests.items()})
+        away = np.flatnonzero(~here)
+        sent = {**{k: v[away] for k, v in requests.items()}, "#slot": away,
+                "#from": np.full(len(away), self.rank, np.int64)}
+        got = shuffle(sent, owner[away], self.comm)
         replies = answer({k: v for k, v in got.items() if not k.startswith("#")})
         back = shuffle({**replies, "#slot": got["#slot"]}, got["#from"], self.comm)
         out = {}
-        for k, v in back.items():
-            if k != "#slot":
-                out[k] = np.empty(n, v.dtype)
-                out[k][back["#slot"]] = v
+        for k, v in mine.items():
+            out[k] = np.empty(n, v.dtype)
+            out[k][here] = v
+            out[k][back["#slot"]] = back[k]
         return out
 
     def everyones(self, columns: dict[str, Column]) -> dict[str, Column]:

@@ -25,7 +25,7 @@ from hpc.domains.sql.table import Column, Decimals, Table, settle
 from .aggregates import aggregate_column
 from .columns import group_keys, sort_order, stack
 from .evaluate import Batch, evaluate
-from .exchange import Ranks, agree, exchange, global_count_many, mark_global
+from .exchange import Ranks, agree, exchange, global_count_many, mark_global, skewed
 from .join import Side, join
 from .partial_aggregates import merged, partial_states
 from .window import window_columns
@@ -66,6 +66,7 @@ class Executor:
         self.comm = comm
         self.analyze = analyze
         self.profile: dict[int, tuple[int, float]] = {}
+        self._ranged: dict[P.Node, bool] = {}  # "partition" exchanges that chose ranges
         self._shared: dict[P.Node, Side | None] = {}  # subplans met more than once: rows
         # scanned column (held, so its id stays its own) -> its physical form
         self._converted: dict[tuple[int, Any], tuple[Column, Column]] = {}
@@ -245,7 +246,8 @@ class Executor:
 
     def _window(self, node: P.Window) -> Side:
         side = self.side(node.input)
-        spread = isinstance(node.input, P.Exchange) and node.input.how == "range"
+        spread = isinstance(node.input, P.Exchange) and (
+            node.input.how == "range" or self._ranged.get(node.input, False))
         ranks = Ranks(side.nrows, self.comm) if spread else None  # one ordered sequence
         added = window_columns(node, _batch(side), ranks)
         return Side({**side.columns, **added}, side.nrows)
@@ -269,12 +271,19 @@ class Executor:
             side, failure = self.side(node.input), None
             keys = [evaluate(e, _batch(side)) for e in node.keys or
                     [k.expr for k in node.order]]
+            order = [evaluate(k.expr, _batch(side)) for k in node.order] \
+                if node.how == "partition" else []
         except SQLError as exc:
             side, failure = None, exc
         agree(failure, self.comm)
         assert side is not None
+        how = node.how
+        if how == "partition":  # hashed, or ranges where one partition is too big for a rank
+            ranged = skewed(keys, side.nrows, self.comm)
+            self._ranged[node] = ranged
+            how, keys = ("range", order) if ranged else ("hash", keys)
         directions = [(k.ascending, k.nulls_first) for k in node.order]
-        cols, n = exchange(side.columns, side.nrows, node.how, keys, self.comm, directions)
+        cols, n = exchange(side.columns, side.nrows, how, keys, self.comm, directions)
         return Side(cols, n)
 
     def _output_side(self, node: P.Output) -> Side:

@@ -341,7 +341,9 @@ def _pieces(compute: Callable[[np.ndarray, np.ndarray], State],
     def answer(r: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {str(k): v for k, v in enumerate(compute(r["lo"], r["hi"]))}
 
-    parts = ranks.ask({"lo": lo, "hi": hi}, owner, answer)
+    ask, again = _distinct_remote(owner, starts[owner] + lo, starts[owner] + hi, ranks)
+    parts = ranks.ask({"lo": lo[ask], "hi": hi[ask]}, owner[ask], answer)
+    parts = {k: v[again] for k, v in parts.items()}
     names = sorted(parts, key=int)
     empty = compute(np.zeros(n, np.int64), np.zeros(n, np.int64))
     state = tuple(np.array(e) for e in empty)
@@ -359,6 +361,37 @@ def _pieces(compute: Callable[[np.ndarray, np.ndarray], State],
             whole = tuple(np.repeat(p[q], len(rows)) for p in per_rank)
             state = _put(state, rows, merge(tuple(s[rows] for s in state), whole))
     return state
+
+
+def _distinct_remote(owner: np.ndarray, start: np.ndarray, end: np.ndarray, ranks: Ranks
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The requests to ask (indices) and, per request, its answer's place among them: a
+    request to another rank is asked once however many rows make it (the rows of a
+    partition over several ranks share their frame's first piece), equal requests found
+    among consecutive rows first, then by sorting what remains."""
+    far = np.flatnonzero(owner != ranks.rank)
+    near = np.flatnonzero(owner == ranks.rank)
+    if not len(far):
+        return near, np.arange(len(owner))
+    key = start[far] * (ranks.total + 1) + end[far] if ranks.total < 2**31 else None
+    if key is None:  # positions too large for one int64 key: pairs sorted instead
+        order = np.lexsort((end[far], start[far]))
+        new = np.ones(len(far), bool)
+        new[1:] = (np.diff(start[far][order]) != 0) | (np.diff(end[far][order]) != 0)
+        first = order[new]
+        slot = np.empty(len(far), np.int64)
+        slot[order] = np.cumsum(new) - 1
+    else:
+        run = np.ones(len(far), bool)
+        run[1:] = key[1:] != key[:-1]
+        runs = np.flatnonzero(run)
+        _, at, which = np.unique(key[runs], return_index=True, return_inverse=True)
+        first = runs[at]
+        slot = which.ravel()[np.cumsum(run) - 1]
+    again = np.empty(len(owner), np.int64)
+    again[near] = np.arange(len(near))
+    again[far] = len(near) + slot
+    return np.concatenate([near, far[first]]), again
 
 
 def _put(state: State, rows: np.ndarray, values: State) -> State:
