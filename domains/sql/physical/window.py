@@ -93,19 +93,25 @@ def window_columns(node: P.Window, batch: Batch, ranks: Ranks | None = None
     order_cols = [evaluate(k.expr, batch) for k in node.order]
     order = [(c, k.ascending, k.nulls_first) for c, k in zip(order_cols, node.order,
                                                              strict=True)]
-    if ranks is None:
+    perm: np.ndarray | None = None  # no PARTITION BY, no ORDER BY: the rows as they are
+    if ranks is None and (part_cols or order):
         pid, _, _ = group_keys(part_cols, n)
         perm = sort_order([(Column(pid, "int"), True, False)] + order, n)
         pid = pid[perm]
-    else:  # the sequence's order: partitions by their values, as the range exchange
-        perm = sort_order([(c, True, True) for c in part_cols] + order, n)
+    elif part_cols or order:  # the sequence's order: partitions by their values, as the
+        perm = sort_order([(c, True, True) for c in part_cols] + order, n)  # range exchange
         part_cols = [c.take(perm) for c in part_cols]
         pid = _runs(part_cols, n)
+    else:
+        pid = np.zeros(n, np.int64)
     read = set().union(*(E.refs(w) for _, w in node.functions))
-    sorted_batch = batch.subset(perm, read)
-    layout = _layout(pid, node.order, [c.take(perm) for c in order_cols])
-    inverse = np.empty(n, np.int64)
-    inverse[perm] = np.arange(n)
+    sorted_batch = batch if perm is None else batch.subset(perm, read)
+    layout = _layout(pid, node.order, order_cols if perm is None else
+                     [c.take(perm) for c in order_cols])
+    inverse = None
+    if perm is not None:
+        inverse = np.empty(n, np.int64)
+        inverse[perm] = np.arange(n)
     out = {}
     if ranks is not None:  # no rank may fail alone while the others wait in a collective
         _agreed(lambda: [evaluate(e, sorted_batch) for _, w in node.functions
@@ -118,7 +124,7 @@ def window_columns(node: P.Window, batch: Batch, ranks: Ranks | None = None
             column = _function(w, sorted_batch, layout, pid)
         else:
             column = _agreed(lambda w=w: spread_function(w, sorted_batch, seq, ranks), ranks)
-        out[name] = column.take(inverse)
+        out[name] = column if inverse is None else column.take(inverse)
     return out
 
 
@@ -164,6 +170,9 @@ def _ends(new: np.ndarray) -> np.ndarray:
 
 def _layout(pid: np.ndarray, order: tuple[E.SortKey, ...], keys: list[Column]) -> _Layout:
     n = len(pid)
+    if not keys and (not n or pid[0] == pid[-1]):  # one partition, every row a peer
+        ends = (np.zeros(n, np.int64), np.full(n, n, np.int64))
+        return _Layout(*ends, *ends, order, keys)
     new_part = np.ones(n, bool)
     new_part[1:] = pid[1:] != pid[:-1]
     new_peer = new_part.copy()
