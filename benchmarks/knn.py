@@ -1,7 +1,10 @@
 """k-NN search (exact, IVF-Flat, IVF-PQ) against FAISS on the same data, same run, same threads.
 
-Data: a synthetic Gaussian mixture (``hpc.domains.vector.datasets``, 100 clusters, intrinsic
-dimension 32 in 128) of ``--n`` float32 base vectors and ``--queries`` queries. Cases:
+Data (``--data``): a synthetic Gaussian mixture (``mixture``, the default:
+``hpc.domains.vector.datasets.mixture_rows``, 100 clusters, intrinsic dimension 32 in 128,
+L2) or a skewed set shaped like word embeddings (``skewed``: ``skewed_rows``, Zipf cluster
+sizes, dense big clusters, intrinsic dimension ``dim // 3``, unit rows, cosine: very uneven
+inverted lists), ``--n`` float32 base vectors and ``--queries`` queries. Cases:
 
 1. exact: ``FlatIndex`` against ``faiss.IndexFlatL2`` (QPS; ours is the ground truth, and
    FAISS's result is checked against it: ``faiss_recall``);
@@ -11,7 +14,21 @@ dimension 32 in 128) of ``--n`` float32 base vectors and ``--queries`` queries. 
    IVF-Flat, 0.8 IVF-PQ) and the QPS there; ``ratio`` is our QPS over FAISS's;
 3. build time (train + add) against FAISS's.
 
-Both sides use the same thread count (``faiss.omp_set_num_threads`` = numba's threads).
+Both sides use the same thread count (``faiss.omp_set_num_threads`` = numba's threads; FAISS's
+OpenMP threads are started off any single-core MPI binding, ``timing.all_cores``). The
+metric is the same on both sides (cosine: normalised rows and inner products in FAISS).
+
+``--sweep`` runs a grid instead of one point (ann-benchmarks' lesson: one point hides the
+shapes where we lose): datasets of several dimensions and sizes (``--sweep-points``, default
+d = 25, 50, 128, 384, 960 with n from 1e6 down to 1e5), query counts 1 to 1e4, k = 1, 10,
+100, every case; IVF-PQ with sub-quantizers of 2 to 8 dimensions dividing d (``_pq_m``),
+the same on both sides. For each point both libraries search at the smallest nprobe
+reaching the target recall (measured on up to 1000 queries), QPS is timed on ``nq``
+queries, and a table line (ours, FAISS, ratio) is printed; the JSON gets every point
+(``sweep``) and the ``worst`` (lowest ratio) with its parameters. The d = 50 point alone
+(n = 4e5, every case, k and nq) took about 3 minutes on 2 shared cores; the full default
+grid has not been timed (it builds five sets and their indexes, both sides).
+
 On the GPU backend the exact case also reports its rate as a fraction of the measured
 matrix-multiply rate (FLOP count ``2 nq n dim`` over seconds, over a large cuBLAS sgemm's
 rate). Defaults: 1e6 x 128 base, 1e4 queries (1e3 for the exact case), about 3 minutes
@@ -27,6 +44,9 @@ from typing import Any
 import numpy as np
 
 __all__ = ["add_arguments", "run"]
+
+SWEEP_POINTS = "25:1e6,50:4e5,128:1e6,384:3e5,960:1e5"
+TARGETS = {"ivfflat": 0.95, "ivfpq": 0.8}  # recall@k each side must reach
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,6 +69,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cases", default="flat,ivfflat,ivfpq", help="which cases to run")
     p.add_argument("--backend", default=None, help="auto, cpu or gpu")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--data",
+        choices=("mixture", "skewed"),
+        default="mixture",
+        help="mixture (uniform Gaussian mixture, l2) or skewed (embedding-like, cosine)",
+    )
+    p.add_argument("--metric", default=None, help="l2, ip or cosine (default: by --data)")
+    p.add_argument("--clusters", type=int, default=None, help="clusters (100 / 2000 skewed)")
+    p.add_argument("--sweep", action="store_true", help="run the grid below, report the worst")
+    p.add_argument(
+        "--sweep-points",
+        default=SWEEP_POINTS,
+        help=f"dim:n pairs of the grid ({SWEEP_POINTS})",
+    )
+    p.add_argument("--sweep-queries", default="1,100,10000", help="query counts (1,100,10000)")
+    p.add_argument("--sweep-k", default="1,10,100", help="k values (1,10,100)")
+    p.add_argument("--sweep-data", default="skewed", help="datasets of the grid (skewed)")
 
 
 def _timed(fn: Any) -> tuple[float, Any]:
@@ -98,11 +135,237 @@ def _sweep(
     return rows
 
 
+def _metric(args: argparse.Namespace, data: str) -> str:
+    return args.metric or ("cosine" if data == "skewed" else "l2")
+
+
+def _make_data(
+    data: str, n: int, nq: int, dim: int, clusters: int | None, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Base and query rows of one of the benchmark's datasets."""
+    from hpc.domains.vector.datasets import (
+        mixture_rows,
+        query_rows,
+        skewed_query_rows,
+        skewed_rows,
+    )
+
+    if data == "skewed":
+        kw: dict[str, Any] = dict(dim=dim, clusters=clusters or 2000, seed=seed)
+        return skewed_rows(0, n, **kw), skewed_query_rows(0, nq, **kw)
+    kw = dict(dim=dim, clusters=clusters or 100, intrinsic_dim=min(32, dim), seed=seed)
+    return mixture_rows(0, n, **kw), query_rows(0, nq, **kw)
+
+
+def _start_faiss(threads: int) -> Any:
+    """FAISS with ``threads`` OpenMP threads, started on every core (not on rank 0's MPI
+    core binding), or None when it is not installed."""
+    from .timing import all_cores
+
+    try:
+        import faiss
+    except ImportError:
+        return None
+    with all_cores():  # OpenMP starts its pool at the first parallel region: do it here
+        faiss.omp_set_num_threads(threads)
+        warm = faiss.IndexFlatL2(8)
+        warm.add(np.zeros((4096, 8), dtype=np.float32))
+        warm.search(np.zeros((256, 8), dtype=np.float32), 4)
+    return faiss
+
+
+def _faiss_ready(faiss: Any, x: np.ndarray, metric: str) -> np.ndarray:
+    """Rows as FAISS takes them for ``metric`` (cosine: normalised, then inner products)."""
+    if metric != "cosine":
+        return x
+    out = np.ascontiguousarray(x, dtype=np.float32).copy()
+    faiss.normalize_L2(out)
+    return out
+
+
+def _faiss_index(
+    faiss: Any, case: str, dim: int, metric: str, nlist: int, m: int, nbits: int, kf: float
+) -> tuple[Any, Any]:
+    """``(index, ivf part)`` of FAISS for a case: IndexFlat, IndexIVFFlat or
+    IndexRefineFlat(IndexIVFPQ) with re-ranking factor ``kf``."""
+    fm = faiss.METRIC_L2 if metric == "l2" else faiss.METRIC_INNER_PRODUCT
+    flat = faiss.IndexFlatL2(dim) if fm == faiss.METRIC_L2 else faiss.IndexFlatIP(dim)
+    if case == "flat":
+        return flat, None
+    if case == "ivfflat":
+        ivf = faiss.IndexIVFFlat(flat, dim, nlist, fm)
+        return ivf, ivf
+    ivf = faiss.IndexIVFPQ(flat, dim, nlist, m, nbits, fm)
+    index = faiss.IndexRefineFlat(ivf)
+    index.k_factor = kf
+    return index, ivf
+
+
+def _pq_m(dim: int) -> int:
+    """Sub-quantizers for ``dim``: sub-vectors of the divisor of ``dim`` nearest
+    ``clip(dim / 16, 2, 8)`` (8 dimensions from d = 128 up, 2 to 4 below: coarser codes of
+    small vectors lose too much, d = 50 with m = 5 re-ranked only 0.3 recall@10)."""
+    want = min(8.0, max(2.0, dim / 16))
+    divisors = [v for v in range(1, dim + 1) if dim % v == 0]
+    return dim // min(divisors, key=lambda v: (abs(v - want), v))
+
+
+def _qps(search: Any, xq: np.ndarray, seconds: float = 0.3) -> float:
+    """Queries per second of ``search(batch)`` on ``xq`` (one call per batch; repeated
+    until ``seconds`` have passed; a batch of one query is one call per query)."""
+    search(xq)
+    calls, t0 = 0, time.perf_counter()
+    while True:
+        search(xq)
+        calls += 1
+        elapsed = time.perf_counter() - t0
+        if elapsed >= seconds or (calls >= 3 and elapsed >= seconds / 3):
+            return calls * xq.shape[0] / elapsed
+
+
+def _reach(
+    search: Any, xq: np.ndarray, truth: np.ndarray, k: int, sweep: list[int], target: float
+) -> tuple[int, float]:
+    """The smallest nprobe of ``sweep`` whose recall@k on ``xq`` reaches ``target`` (else the
+    largest) and its recall."""
+    from hpc.domains.vector.datasets import recall_at_k
+
+    recall = 0.0
+    for nprobe in sweep:
+        recall = recall_at_k(search(xq, nprobe), truth, k)
+        if recall >= target:
+            break
+    return nprobe, recall
+
+
+def _print_row(row: dict[str, Any]) -> None:
+    tail = ""
+    if "ours_nprobe" in row:
+        tail = (
+            f"  nprobe {row['ours_nprobe']}/{row['faiss_nprobe']}"
+            f"  recall {row['ours_recall']:.3f}/{row['faiss_recall']:.3f}"
+        )
+    print(
+        f"{row['data']:8s} d={row['dim']:<4d} n={row['n']:<8d} {row['case']:8s} "
+        f"k={row['k']:<4d} nq={row['nq']:<6d} ours {row['ours_qps']:10.0f} QPS  "
+        f"faiss {row['faiss_qps']:10.0f} QPS  ratio {row['ratio']:6.2f}{tail}",
+        flush=True,
+    )
+
+
+def _sweep_exact(
+    flat: Any, fi: Any, xq: np.ndarray, fxq: np.ndarray, ks: list[int],
+    nqs: list[int], base: dict[str, Any],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Exact search at every (k, nq) of the grid."""
+    rows = []
+    for k in ks:
+        for nq in nqs:
+            ours = _qps(lambda q, k=k: flat.search(q, k), xq[:nq])
+            peer = _qps(lambda q, k=k: fi.search(q, k), fxq[:nq])
+            row = {**base, "case": "flat", "k": k, "nq": nq}
+            row.update(ours_qps=ours, faiss_qps=peer, ratio=ours / peer)
+            _print_row(row)
+            rows.append(row)
+    return rows
+
+
+def _sweep_ivf(
+    args: argparse.Namespace, faiss: Any, be: Any, case: str, xb: np.ndarray, xq: np.ndarray,
+    fxb: np.ndarray, fxq: np.ndarray, truth: np.ndarray, ks: list[int], nqs: list[int],
+    base: dict[str, Any],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """One IVF case on one dataset: both built once, then every (k, nq) at the smallest
+    nprobe reaching the target recall on each side."""
+    from hpc.domains.vector import IVFFlatIndex, IVFPQIndex
+
+    dim, metric = xb.shape[1], base["metric"]
+    m = _pq_m(dim)
+    sweep = [int(v) for v in args.nprobe.split(",")]
+    if case == "ivfflat":
+        ours: Any = IVFFlatIndex(dim, args.nlist, metric, backend=be)
+    else:
+        ours = IVFPQIndex(dim, args.nlist, m=m, nbits=args.nbits, metric=metric, backend=be)
+    ours.train(xb)
+    ours.add(xb)
+    fi, fivf = _faiss_index(faiss, case, dim, metric, args.nlist, m, args.nbits, 1.0)
+    fi.train(fxb)
+    fi.add(fxb)
+    neval = truth.shape[0]
+    rows = []
+    for k in ks:
+        rerank = max(args.rerank, k)
+        params = {"rerank": rerank} if case == "ivfpq" else {}
+        if case == "ivfpq":
+            fi.k_factor = max(1.0, rerank / k)
+
+        def ours_search(q: np.ndarray, p: int, k: int = k, params: Any = params) -> Any:
+            return ours.search(q, k, nprobe=p, **params)[1]
+
+        def faiss_search(q: np.ndarray, p: int, k: int = k) -> Any:
+            fivf.nprobe = p
+            return fi.search(q, k)[1]
+
+        target = TARGETS[case]
+        op, orec = _reach(ours_search, xq[:neval], truth[:, :k], k, sweep, target)
+        fp, frec = _reach(faiss_search, fxq[:neval], truth[:, :k], k, sweep, target)
+        for nq in nqs:
+            ours_qps = _qps(lambda q, op=op: ours_search(q, op), xq[:nq])
+            peer_qps = _qps(lambda q, fp=fp: faiss_search(q, fp), fxq[:nq])
+            row = {**base, "case": case, "k": k, "nq": nq, "target": target}
+            row.update(ours_qps=ours_qps, faiss_qps=peer_qps, ratio=ours_qps / peer_qps)
+            row.update(ours_nprobe=op, ours_recall=orec, faiss_nprobe=fp, faiss_recall=frec)
+            if case == "ivfpq":
+                row.update(m=m, rerank=rerank)
+            _print_row(row)
+            rows.append(row)
+    return rows
+
+
+def _run_sweep(args: argparse.Namespace, record: dict[str, Any], faiss: Any, be: Any) -> None:
+    """The grid of ``--sweep``: a table line per point, every point (``sweep``) and the
+    lowest ratio with its parameters (``worst``) in ``record``."""
+    from hpc.domains.vector import FlatIndex
+
+    points = []
+    for item in args.sweep_points.split(","):
+        d, n = item.split(":")
+        points.append((int(float(d)), int(float(n))))
+    nqs = [int(float(v)) for v in args.sweep_queries.split(",")]
+    ks = [int(v) for v in args.sweep_k.split(",")]
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    rows: list[dict[str, Any]] = []
+    record["sweep"] = rows
+    for data in [d.strip() for d in args.sweep_data.split(",") if d.strip()]:
+        metric = _metric(args, data)
+        for dim, n in points:
+            xb, xq = _make_data(data, n, max(max(nqs), 1000), dim, args.clusters, args.seed)
+            fxb, fxq = _faiss_ready(faiss, xb, metric), _faiss_ready(faiss, xq, metric)
+            base = {"data": data, "dim": dim, "n": n, "metric": metric}
+            flat = FlatIndex(dim, metric, backend=be)
+            flat.add(xb)
+            _, truth = flat.search(xq[: min(1000, xq.shape[0])], max(ks))
+            if "flat" in cases:
+                fi, _ = _faiss_index(faiss, "flat", dim, metric, 0, 0, 0, 1.0)
+                fi.add(fxb)
+                exact_nqs = [v for v in nqs if v <= int(args.exact_queries)]
+                rows += _sweep_exact(flat, fi, xq, fxq, ks, exact_nqs, base)
+                del fi
+            del flat
+            for case in [c for c in ("ivfflat", "ivfpq") if c in cases]:
+                rows += _sweep_ivf(args, faiss, be, case, xb, xq, fxb, fxq, truth, ks, nqs, base)
+    if rows:
+        worst = min(rows, key=lambda r: r["ratio"])
+        record["worst"] = dict(worst)
+        record["ratio"] = {"faiss_worst": worst["ratio"]}
+        print(f"worst: {worst}", flush=True)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Local (rank 0's process). Every case against FAISS; the exact case is the headline."""
     import numba
     from hpc.domains.vector import FlatIndex, IVFFlatIndex, IVFPQIndex
-    from hpc.domains.vector.datasets import mixture_rows, query_rows, recall_at_k
+    from hpc.domains.vector.datasets import recall_at_k
 
     from hpc.backend import get_backend
     from hpc.comm import world
@@ -128,6 +391,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "m": args.m,
             "nbits": args.nbits,
         },
+        "data": "sweep" if args.sweep else args.data,
+        "metric": _metric(args, args.data),
         "threads": threads,
         "ours": {},
         "peers": {},
@@ -135,21 +400,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "limits": {},
         "cases": [],
     }
-    try:
-        import faiss
-
-        faiss.omp_set_num_threads(threads)
+    faiss = _start_faiss(threads)
+    if faiss is not None:
         record["peers_version"] = {"faiss": faiss.__version__}
-    except ImportError as exc:  # the peer is optional: report why it is missing
-        faiss = None
-        record["peers"]["faiss"] = {"error": f"ImportError: {exc}"}
-    kw = dict(dim=dim, clusters=100, intrinsic_dim=min(32, dim), seed=args.seed)
-    gen_s, xb = _timed(lambda: mixture_rows(0, n, **kw))
-    xq = query_rows(0, nq, **kw)
+    else:  # the peer is optional: report that it is missing
+        record["peers"]["faiss"] = {"error": "ImportError: faiss is not installed"}
+    if args.sweep:
+        if faiss is None:
+            raise ValueError("--sweep compares with FAISS, which is not installed")
+        _run_sweep(args, record, faiss, be)
+        return record
+    metric = record["metric"]
+    gen_s, (xb, xq) = _timed(lambda: _make_data(args.data, n, nq, dim, args.clusters, args.seed))
     record["limits"]["data_seconds"] = gen_s
+    fxb = _faiss_ready(faiss, xb, metric) if faiss is not None else xb
+    fxq = _faiss_ready(faiss, xq, metric) if faiss is not None else xq
 
     # (1) exact: ours is the ground truth for the IVF cases too
-    flat = FlatIndex(dim, backend=be)
+    flat = FlatIndex(dim, metric, backend=be)
     build_s, _ = _timed(lambda: flat.add(xb))
     flat.search(xq[:64], k)
     xq_exact = xq[:nq_exact]
@@ -167,10 +435,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         exact["limits"] = {"gemm_GFLOPs": rate / 1e9, "fraction_of_gemm": flops / ours_s / rate}
         record["limits"].update(exact["limits"])
     if faiss is not None:
-        fi = faiss.IndexFlatL2(dim)
-        fbuild, _ = _timed(lambda: fi.add(xb))
-        fi.search(xq[:64], k)
-        fs, (_, fids) = _timed(lambda: fi.search(xq_exact, k))
+        fi, _ = _faiss_index(faiss, "flat", dim, metric, 0, 0, 0, 1.0)
+        fbuild, _ = _timed(lambda: fi.add(fxb))
+        fi.search(fxq[:64], k)
+        fs, (_, fids) = _timed(lambda: fi.search(fxq[:nq_exact], k))
         exact["peers"]["faiss"] = {
             "seconds": fs,
             "qps": nq_exact / fs,
@@ -191,10 +459,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if name not in cases:
             continue
         if name == "ivfflat":
-            ours = IVFFlatIndex(dim, args.nlist, backend=be)
+            ours = IVFFlatIndex(dim, args.nlist, metric, backend=be)
             params: dict[str, Any] = {}
         else:
-            ours = IVFPQIndex(dim, args.nlist, m=args.m, nbits=args.nbits, backend=be)
+            ours = IVFPQIndex(
+                dim, args.nlist, m=args.m, nbits=args.nbits, metric=metric, backend=be
+            )
             params = {"rerank": args.rerank}
         t_train, _ = _timed(lambda ours=ours: ours.train(xb))
         t_add, _ = _timed(lambda ours=ours: ours.add(xb))
@@ -223,22 +493,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             case["ours"].update(nprobe=hit["nprobe"], recall=hit["recall"], qps=hit["qps"])
         del ours
         if faiss is not None:
-            quantizer = faiss.IndexFlatL2(dim)
-            if name == "ivfflat":
-                fidx = faiss.IndexIVFFlat(quantizer, dim, args.nlist)
-                ivf = fidx
-            else:
-                ivf = faiss.IndexIVFPQ(quantizer, dim, args.nlist, args.m, args.nbits)
-                fidx = faiss.IndexRefineFlat(ivf)
-                fidx.k_factor = max(1.0, args.rerank / k)
-            ft, _ = _timed(lambda fidx=fidx: fidx.train(xb))
-            fa, _ = _timed(lambda fidx=fidx: fidx.add(xb))
+            fidx, ivf = _faiss_index(
+                faiss, name, dim, metric, args.nlist, args.m, args.nbits, max(1.0, args.rerank / k)
+            )
+            ft, _ = _timed(lambda fidx=fidx: fidx.train(fxb))
+            fa, _ = _timed(lambda fidx=fidx: fidx.add(fxb))
 
             def fsearch(q: np.ndarray, p: int, fidx: Any = fidx, ivf: Any = ivf) -> np.ndarray:
                 ivf.nprobe = p
                 return fidx.search(q, k)[1]
 
-            frows = _sweep(fsearch, xq, truth, k, sweep, target)
+            frows = _sweep(fsearch, fxq, truth, k, sweep, target)
             peer: dict[str, Any] = {
                 "train_seconds": ft,
                 "add_seconds": fa,
@@ -251,6 +516,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             case["peers"]["faiss"] = peer
             if hit and fhit:
                 case["ratio"]["faiss_qps_at_target"] = hit["qps"] / fhit["qps"]
+            both = {r["nprobe"]: r for r in rows if any(f["nprobe"] == r["nprobe"] for f in frows)}
+            if both:  # the largest nprobe both sides ran: QPS at equal nprobe
+                p_eq = max(both)
+                f_eq = next(f for f in frows if f["nprobe"] == p_eq)
+                case["ratio"]["faiss_qps_at_equal_nprobe"] = both[p_eq]["qps"] / f_eq["qps"]
+                case["ratio"]["equal_nprobe"] = p_eq
             case["ratio"]["faiss_build"] = peer["build_seconds"] / case["ours"]["build_seconds"]
             del fidx, ivf
         record["cases"].append(case)

@@ -6,6 +6,11 @@ fixed random orthonormal map (plus a little isotropic noise). Every row is a fun
 ``(seed, row number)`` only (counter-based Philox streams, :class:`hpc.RandomStreams`), so any
 block of rows can be made on its own: each rank of a job makes just its shard.
 
+:func:`skewed_rows` makes sets shaped like real embeddings (word vectors, for instance):
+many clusters of Zipf-distributed sizes, the large ones dense, in a low-dimensional subspace,
+optionally normalised for cosine. Their inverted lists are very uneven, which the uniform
+mixture does not show.
+
 The ann-benchmarks layout is one HDF5 file with the datasets ``train`` (n x dim float32),
 ``test`` (nq x dim), ``neighbors`` (nq x k int) and ``distances`` (nq x k float) and the
 attribute ``distance`` (``"euclidean"``: true, not squared, distances; ``"angular"``: cosine
@@ -28,13 +33,16 @@ __all__ = [
     "gaussian_mixture",
     "mixture_rows",
     "query_rows",
+    "skewed_rows",
+    "skewed_query_rows",
+    "skewed_mixture",
     "ground_truth",
     "recall_at_k",
     "write_ann_hdf5",
     "read_ann_hdf5",
 ]
 
-_CENTRES, _POINTS, _ASSIGN, _MAP, _NOISE = range(5)
+_CENTRES, _POINTS, _ASSIGN, _MAP, _NOISE, _SCALE = range(6)
 _QUERY_OFFSET = 1 << 48  # query rows use their own range of the same streams
 
 
@@ -143,6 +151,133 @@ def gaussian_mixture(
     args = dict(dim=dim, clusters=clusters, intrinsic_dim=intrinsic_dim, seed=seed, **kw)
     train = mixture_rows(0, n, **args)
     test = query_rows(0, nq, **args)
+    ds = Dataset(train, test, metric=metric)
+    if k:
+        ds.distances, ds.neighbors = ground_truth(train, test, k, metric)
+    return ds
+
+
+def _skewed_model(
+    dim: int, clusters: int, intrinsic_dim: int, zipf: float, density: float, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Cumulative cluster weights, centres (intrinsic space), within-cluster scales and the
+    orthonormal map of :func:`skewed_rows`."""
+    rank = np.arange(1, clusters + 1, dtype=np.float64)
+    weights = rank**-zipf
+    cdf = np.cumsum(weights / weights.sum())
+    cdf[-1] = 1.0
+    centres = RandomStreams(seed, _CENTRES).normals(0, clusters, intrinsic_dim, "cpu")
+    # a large cluster is a dense one: scale ~ weight**(-density / intrinsic_dim), so its
+    # density (points per unit volume) grows as weight**density ...
+    scales = (weights / weights[0]) ** (-density / intrinsic_dim)
+    # ... times a log-normal factor, so clusters of one size differ too
+    scales *= np.exp(0.25 * RandomStreams(seed, _SCALE).normals(0, clusters, 1, "cpu")[:, 0])
+    scales *= 0.5 / np.sqrt(np.mean(scales**2))  # mean within-cluster sd 0.5 per axis
+    g = RandomStreams(seed, _MAP).normals(0, dim, intrinsic_dim, "cpu")
+    basis, _ = np.linalg.qr(g)
+    return cdf, centres, scales, basis
+
+
+def skewed_rows(
+    first: int,
+    count: int,
+    dim: int = 50,
+    clusters: int = 2000,
+    intrinsic_dim: int | None = None,
+    zipf: float = 1.0,
+    density: float = 24.0,
+    noise: float = 0.005,
+    normalize: bool = True,
+    seed: int = 0,
+) -> np.ndarray:
+    """Local. Rows ``first .. first + count - 1`` of a skewed, clustered set shaped like
+    real embeddings (word vectors), a float32 NumPy array.
+
+    Cluster ``c`` (``c = 1 .. clusters``) draws a fraction ``c**-zipf / H`` of the rows (a
+    Zipf law: a few huge clusters, a long tail of small ones). Its centre is a standard
+    normal point of an ``intrinsic_dim``-dimensional space; its points are normal around it
+    with a scale that shrinks with the cluster's weight (``weight**(-density /
+    intrinsic_dim)``, times a log-normal factor), so the big clusters are also the dense
+    ones. k-means, which spends centroids on squared error rather than on points, then
+    leaves some inverted lists tens of times longer than the mean: the unevenness IVF
+    indexes meet on real embeddings and not on uniform mixtures. The intrinsic space is
+    mapped into ``dim`` dimensions by a fixed random orthonormal map, isotropic noise is
+    added, and with ``normalize`` every row is scaled to unit length (for ``cosine``).
+
+    Like :func:`mixture_rows`, every row depends on ``(seed, row number)`` only.
+
+    Parameters
+    ----------
+    first, count : int
+        Row range.
+    dim : int
+        Ambient dimension.
+    clusters : int
+        Number of clusters.
+    intrinsic_dim : int, optional
+        Dimension of the subspace holding the structure (default ``max(2, dim // 3)``;
+        word vectors of dimension 50 have an intrinsic dimension of roughly 10 to 20).
+    zipf : float
+        Exponent of the cluster-size law (0: equal sizes; 1: Zipf).
+    density : float
+        How much denser the big clusters are (0: all of one scale).
+    noise : float
+        Standard deviation of the isotropic ambient noise (per axis, before normalising).
+    normalize : bool
+        Scale every row to unit L2 norm.
+    seed : int
+
+    Examples
+    --------
+    >>> x = skewed_rows(0, 400_000, dim=50)              # unit rows, for metric="cosine"
+    >>> q = skewed_query_rows(0, 10_000, dim=50)
+    """
+    intrinsic_dim = max(2, dim // 3) if intrinsic_dim is None else int(intrinsic_dim)
+    intrinsic_dim = min(intrinsic_dim, dim)
+    if not 1 <= intrinsic_dim <= dim:
+        raise ValueError(f"intrinsic_dim={intrinsic_dim}: must be in [1, dim={dim}]")
+    if clusters < 1:
+        raise ValueError(f"clusters={clusters}: must be >= 1")
+    if zipf < 0 or density < 0:
+        raise ValueError(f"zipf={zipf}, density={density}: must be >= 0")
+    cdf, centres, scales, basis = _skewed_model(dim, clusters, intrinsic_dim, zipf, density, seed)
+    u = RandomStreams(seed, _ASSIGN).uniforms(first, count, 1, "cpu")[:, 0]
+    which = np.minimum(np.searchsorted(cdf, u, side="right"), clusters - 1)
+    z = RandomStreams(seed, _POINTS).normals(first, count, intrinsic_dim, "cpu")
+    out = (centres[which] + scales[which, None] * z) @ basis.T
+    if noise:
+        out += noise * RandomStreams(seed, _NOISE).normals(first, count, dim, "cpu")
+    if normalize:
+        out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-30)
+    return out.astype(np.float32)
+
+
+def skewed_query_rows(first: int, count: int, **kw: Any) -> np.ndarray:
+    """Local. Query rows for :func:`skewed_rows` (same keywords): the same distribution (so
+    queries, like the base, fall mostly in the big clusters), row numbers no base reaches."""
+    return skewed_rows(_QUERY_OFFSET + int(first), count, **kw)
+
+
+def skewed_mixture(
+    n: int,
+    nq: int = 100,
+    dim: int = 50,
+    k: int | None = None,
+    metric: str = "cosine",
+    **kw: Any,
+) -> Dataset:
+    """Local. ``n`` base rows and ``nq`` queries of :func:`skewed_rows` (keywords passed
+    on), with exact ground truth when ``k`` is given.
+
+    Examples
+    --------
+    >>> ds = skewed_mixture(20_000, nq=100, dim=50, clusters=200, k=10)
+    >>> ds.metric
+    'cosine'
+    """
+    kw = {"normalize": metric == "cosine", **kw}
+    train = skewed_rows(0, n, dim=dim, **kw)
+    test = skewed_query_rows(0, nq, dim=dim, **kw)
     ds = Dataset(train, test, metric=metric)
     if k:
         ds.distances, ds.neighbors = ground_truth(train, test, k, metric)

@@ -372,6 +372,10 @@ class FlatIndex(VectorIndex):
             raise ValueError(f"FlatIndex.search: unknown parameter(s) {sorted(params)}")
         k = check_k(k)
         q = self._check_vectors(queries, "queries")
+        with K.serial_when_small(float(q.shape[0]) * self.ntotal * self.dim):
+            return self._search(q, k, filter)
+
+    def _search(self, q: np.ndarray, k: int, filter: Any) -> tuple[np.ndarray, np.ndarray]:
         xp = self.backend.xp
         mask = self._filter_mask(filter)
         # 1. select k + SPARE rows by their GEMM scores (float32, rounding depends on a row's

@@ -31,7 +31,8 @@ def _ivf_flat() -> None:
     index = IVFFlatIndex(x.shape[1], 16)
     index.train(x)
     index.add(x)
-    index.search(q, 10, nprobe=4)
+    index.search(q, 10, nprobe=4)  # per-query scan
+    index.search(q, 10, nprobe=16)  # grouped list scan (GEMM per list)
 
 
 def _ivf_pq() -> None:
