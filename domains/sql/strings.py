@@ -81,6 +81,9 @@ def sort_order(words: Any) -> np.ndarray:
     return sort_strings(*_buffers(_plain(words)))
 
 
+_HASH_FIRST = 1024  # strings above which distinct ones are found by hashing before sorting
+
+
 def sort_unique(words: Any) -> tuple[Any, np.ndarray]:
     """The distinct strings of an Arrow string array, sorted, and the int32 position among
     them of every input string (nulls as empty strings).
@@ -95,6 +98,15 @@ def sort_unique(words: Any) -> tuple[Any, np.ndarray]:
     from .scan_kernels import distinct_sorted, sort_strings
 
     words = _plain(words)
+    if len(words) > _HASH_FIRST:  # distinct strings found by hashing, only those sorted
+        encoded = words.dictionary_encode()
+        distinct = encoded.dictionary
+        if 2 * len(distinct) <= len(words):
+            order = sort_strings(*_buffers(distinct))
+            rank = np.empty(len(order), dtype=np.int32)
+            rank[order] = np.arange(len(order), dtype=np.int32)
+            indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False))
+            return distinct.take(order), rank[indices]
     offsets, data = _buffers(words)
     order = sort_strings(offsets, data)
     first = np.empty(len(order), dtype=bool)

@@ -352,11 +352,33 @@ def _rows(col: Column) -> Any:
     return strings.arrow(col.dictionary).take(codes)
 
 
+def _used_entries(col: Column) -> Column:
+    """``col`` with a dictionary of only the entries its rows use, when that leaves out at
+    least half of it (rows filtered from a large dictionary: per-entry functions then run,
+    and sort their results, over what the rows need)."""
+    d = col.dictionary
+    if d is None or len(d) <= _SMALL_DICTIONARY or not isinstance(col.values, np.ndarray):
+        return col
+    used = np.zeros(len(d), bool)
+    used[col.values[col.valid] if col.valid is not None else col.values] = True
+    keep = np.flatnonzero(used)
+    if 2 * len(keep) > len(d):
+        return col
+    remap = np.cumsum(used, dtype=np.int64) - 1
+    codes = np.where(col.valid, remap[col.values], 0) if col.valid is not None else \
+        remap[col.values]
+    return Column(codes.astype(np.int32), "string", d[keep], col.valid)
+
+
+_SMALL_DICTIONARY = 4096  # entries below which a per-entry function is cheap anyway
+
+
 def _on_dictionary(col: Column, fn: Callable[[Any], Any]) -> Column:
     """A string function applied to the distinct strings of a column, codes remapped."""
     if col.dictionary is None or len(col.dictionary) == 0:
         return Column(np.zeros(len(col), np.int32), "string", np.zeros(0, dtype=object),
                       np.zeros(len(col), dtype=bool) if len(col) else None)
+    col = _used_entries(col)
     out = _encode(fn(strings.arrow(col.dictionary)))
     return Column(_lookup(out.values, col.values), "string", out.dictionary, col.valid)
 
@@ -365,6 +387,7 @@ def _entry_values(col: Column, fn: Callable[[Any], Any], dtype: Any) -> np.ndarr
     """A per-entry function of a string column's dictionary read through its codes."""
     if col.dictionary is None or len(col.dictionary) == 0:
         return np.zeros(len(col), dtype=dtype)
+    col = _used_entries(col)
     table = np.asarray(fn(strings.arrow(col.dictionary)).to_numpy(zero_copy_only=False))
     return _lookup(table.astype(dtype), col.values)
 

@@ -307,22 +307,62 @@ def _aggregate(w: E.Window, batch: Batch, fs: np.ndarray, fe: np.ndarray, ranks:
     col, present = argument(w, batch)
     if w.name in VARIANCES:
         x = np.where(present, to_float(col, w.args[0].type), 0.0)
-        count, _, m2 = _pieces(lambda lo, hi: K.frame_moments(x, present, lo, hi),
-                               merge_moments, fs, fe, ranks)
+        count, _, m2 = _pieces(_spanned(lambda r, lo, hi: K.frame_moments(
+            x[r], present[r], lo, hi), batch.nrows), merge_moments, fs, fe, ranks)
         return moments_column(w, count, m2)
-    state = _pieces(lambda lo, hi: astuple(frame_stats(w, col, present, lo, hi)),
-                    lambda a, b: astuple(combine(w, Stats(*a), Stats(*b))), fs, fe, ranks)
+    state = _pieces(_spanned(lambda r, lo, hi: astuple(frame_stats(
+        w, col if r == slice(None) else col.take(np.arange(r.start, r.stop)), present[r],
+        lo, hi)), batch.nrows),
+        lambda a, b: astuple(combine(w, Stats(*a), Stats(*b))), fs, fe, ranks)
     return finish(w, col, Stats(*state))
+
+
+def _spanned(states: Callable[[slice, np.ndarray, np.ndarray], State], n: int
+             ) -> Callable[[np.ndarray, np.ndarray], State]:
+    """``compute(lo, hi)`` from ``states(rows, lo, hi)`` over only the rows the frames
+    cover (its prefix sums and trees are built per call: a few frames, a few rows)."""
+    def compute(lo: np.ndarray, hi: np.ndarray) -> State:
+        a = int(lo.min()) if len(lo) else 0
+        b = max(int(hi.max()) if len(hi) else 0, a)
+        if a == 0 and b == n:
+            return states(slice(None), lo, hi)
+        return states(slice(a, b), lo - a, hi - a)
+    return compute
 
 
 def _pieces(compute: Callable[[np.ndarray, np.ndarray], State],
             merge: Callable[[State, State], State], fs: np.ndarray, fe: np.ndarray,
             ranks: Ranks) -> State:
-    """Collective. Per row the state over its frame ``[fs, fe)`` of the sequence: the
-    frame's part on the rank where it starts and its part on the rank where it ends, each
-    computed there (``compute(lo, hi)``: the states over frames ``[lo, hi)`` of that rank's
-    rows) unless it is that rank's whole, merged with the whole-rank states of the ranks it
-    covers."""
+    """Collective. Per row the state over its frame ``[fs, fe)`` of the sequence
+    (``compute(lo, hi)``: the states over frames ``[lo, hi)`` of a rank's own rows): its
+    part on this rank computed here for every row at once, merged with the states of its
+    parts before and after this rank's rows (:func:`_elsewhere`)."""
+    starts = np.concatenate([[0], np.cumsum(ranks.counts)])
+    lo, hi = starts[ranks.rank], starts[ranks.rank + 1]
+    fe = np.maximum(fe, fs)
+    state = compute(np.clip(fs - lo, 0, hi - lo), np.clip(fe - lo, 0, hi - lo))
+    nothing = np.zeros(1, np.int64)
+    mine = compute(nothing, np.full(1, hi - lo, np.int64))
+    per_rank = [ranks.gathered(np.asarray(m))[:, 0] for m in mine]
+    for start, end in ((fs, np.minimum(fe, lo)), (np.maximum(fs, hi), fe)):
+        rows = np.flatnonzero(start < end)
+        other = _elsewhere(compute, merge, start[rows], end[rows], per_rank, ranks)
+        state = _put(state, rows, merge(tuple(s[rows] for s in state), other))
+    return state
+
+
+def _elsewhere(compute: Callable[[np.ndarray, np.ndarray], State],
+               merge: Callable[[State, State], State], fs: np.ndarray, fe: np.ndarray,
+               per_rank: list[np.ndarray], ranks: Ranks) -> State:
+    """Collective. Per row the state over ``[fs, fe)``, a non-empty span of the sequence
+    on other ranks than this one: its part on the rank where it starts and its part on the
+    rank where it ends, each computed there unless it is that rank's whole, merged with
+    the whole-rank states (``per_rank``) of the ranks it covers; rows with equal spans (a
+    partition's rows share their frame's ends) computed once."""
+    first, again = _distinct_pairs(fs, fe, ranks.total)
+    if len(first) < len(fs):
+        state = _elsewhere(compute, merge, fs[first], fe[first], per_rank, ranks)
+        return tuple(s[again] for s in state)
     n, size = len(fs), len(ranks.counts)
     starts = np.concatenate([[0], np.cumsum(ranks.counts)])
     some = fs < fe
@@ -341,57 +381,55 @@ def _pieces(compute: Callable[[np.ndarray, np.ndarray], State],
     def answer(r: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {str(k): v for k, v in enumerate(compute(r["lo"], r["hi"]))}
 
-    ask, again = _distinct_remote(owner, starts[owner] + lo, starts[owner] + hi, ranks)
-    parts = ranks.ask({"lo": lo[ask], "hi": hi[ask]}, owner[ask], answer)
-    parts = {k: v[again] for k, v in parts.items()}
+    parts = ranks.ask({"lo": lo, "hi": hi}, owner, answer)
     names = sorted(parts, key=int)
-    empty = compute(np.zeros(n, np.int64), np.zeros(n, np.int64))
-    state = tuple(np.array(e) for e in empty)
+    nothing = np.zeros(1, np.int64)
+    state = tuple(np.repeat(e, n) for e in compute(nothing, nothing))  # no rows: identity
     k = int(head.sum())
-    rows = np.flatnonzero(head)
-    state = _put(state, rows, tuple(parts[m][:k] for m in names))
+    state = _put(state, np.flatnonzero(head), tuple(parts[m][:k] for m in names))
+    tails = tuple(parts[m][k:] for m in names)
+    both = head[tail]  # tail rows that have a head piece too
     rows = np.flatnonzero(tail)
+    state = _put(state, rows[~both], tuple(t[~both] for t in tails))
+    rows = rows[both]
     state = _put(state, rows, merge(tuple(s[rows] for s in state),
-                                    tuple(parts[m][k:] for m in names)))
-    mine = compute(np.zeros(1, np.int64), np.full(1, int(ranks.counts[ranks.rank]), np.int64))
-    per_rank = [ranks.gathered(np.asarray(m)) for m in mine]  # each (size, 1)
-    for q in range(size):
-        rows = np.flatnonzero(some & (whole_from <= q) & (q < whole_to))
-        if len(rows):
-            whole = tuple(np.repeat(p[q], len(rows)) for p in per_rank)
-            state = _put(state, rows, merge(tuple(s[rows] for s in state), whole))
+                                    tuple(t[both] for t in tails)))
+    spans = some & (whole_to > whole_from)  # rows covering whole ranks: one merge each
+    if spans.any():
+        key = whole_from[spans] * (size + 1) + whole_to[spans]
+        kinds, which = np.unique(key, return_inverse=True)
+        rows = np.flatnonzero(spans)
+        folded = []
+        for kind in kinds:  # the ranks' states folded once per distinct span
+            lo_q, hi_q = divmod(int(kind), size + 1)
+            acc = tuple(p[lo_q: lo_q + 1] for p in per_rank)
+            for q in range(lo_q + 1, hi_q):
+                acc = merge(acc, tuple(p[q: q + 1] for p in per_rank))
+            folded.append(acc)
+        whole = tuple(np.concatenate([f[j] for f in folded])[which.ravel()]
+                      for j in range(len(per_rank)))
+        state = _put(state, rows, merge(tuple(s[rows] for s in state), whole))
     return state
 
 
-def _distinct_remote(owner: np.ndarray, start: np.ndarray, end: np.ndarray, ranks: Ranks
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """The requests to ask (indices) and, per request, its answer's place among them: a
-    request to another rank is asked once however many rows make it (the rows of a
-    partition over several ranks share their frame's first piece), equal requests found
-    among consecutive rows first, then by sorting what remains."""
-    far = np.flatnonzero(owner != ranks.rank)
-    near = np.flatnonzero(owner == ranks.rank)
-    if not len(far):
-        return near, np.arange(len(owner))
-    key = start[far] * (ranks.total + 1) + end[far] if ranks.total < 2**31 else None
-    if key is None:  # positions too large for one int64 key: pairs sorted instead
-        order = np.lexsort((end[far], start[far]))
-        new = np.ones(len(far), bool)
-        new[1:] = (np.diff(start[far][order]) != 0) | (np.diff(end[far][order]) != 0)
-        first = order[new]
-        slot = np.empty(len(far), np.int64)
-        slot[order] = np.cumsum(new) - 1
-    else:
-        run = np.ones(len(far), bool)
+def _distinct_pairs(start: np.ndarray, end: np.ndarray, total: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The first row of each distinct ``(start, end)`` pair (positions in ``[0, total]``)
+    and every row's pair among them: equal pairs found among consecutive rows first (the
+    rows of a partition share their frame's ends), then by sorting what remains."""
+    if total < 2**31:
+        key = start * (total + 1) + end
+        run = np.ones(len(key), bool)
         run[1:] = key[1:] != key[:-1]
         runs = np.flatnonzero(run)
         _, at, which = np.unique(key[runs], return_index=True, return_inverse=True)
-        first = runs[at]
-        slot = which.ravel()[np.cumsum(run) - 1]
-    again = np.empty(len(owner), np.int64)
-    again[near] = np.arange(len(near))
-    again[far] = len(near) + slot
-    return np.concatenate([near, far[first]]), again
+        return runs[at], which.ravel()[np.cumsum(run) - 1]
+    order = np.lexsort((end, start))  # positions too large for one int64 key
+    new = np.ones(len(order), bool)
+    new[1:] = (np.diff(start[order]) != 0) | (np.diff(end[order]) != 0)
+    slot = np.empty(len(order), np.int64)
+    slot[order] = np.cumsum(new) - 1
+    return order[new], slot
 
 
 def _put(state: State, rows: np.ndarray, values: State) -> State:
