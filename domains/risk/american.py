@@ -80,17 +80,17 @@ def american_lsm(
         return np.maximum(s - k, 0.0) if option.kind == "call" else np.maximum(k - s, 0.0)
 
     step_discount = math.exp(-model.rate * dt)
-    cash = payoff(spots[:, -1])
+    by_date = np.ascontiguousarray(spots.T)  # (dates, paths): each date's spots contiguous
+    del spots
+    cash = payoff(by_date[-1])
     for j in range(n - 2, -1, -1):
         cash *= step_discount
-        exercise_now = payoff(spots[:, j])
-        itm = exercise_now > 0
-        if itm.sum() > degree + 1:
-            x = spots[itm, j] / k
-            basis = np.vander(x, degree + 1, increasing=True)
-            coef, *_ = np.linalg.lstsq(basis, cash[itm], rcond=None)
-            exercise = exercise_now[itm] > basis @ coef
-            idx = np.flatnonzero(itm)[exercise]
+        exercise_now = payoff(by_date[j])
+        itm = np.flatnonzero(exercise_now > 0)
+        if len(itm) > degree + 1:
+            basis = _basis(by_date[j, itm] / k, degree)
+            coef = _least_squares(basis, cash[itm])
+            idx = itm[exercise_now[itm] > basis @ coef]
             cash[idx] = exercise_now[idx]
     cash *= step_discount
     estimate = float(cash.mean())
@@ -104,6 +104,26 @@ def american_lsm(
         paths=paths,
         seconds=time.perf_counter() - t0,
     )
+
+
+def _basis(x: np.ndarray, degree: int) -> np.ndarray:
+    """The polynomial basis ``1, x, .., x^degree`` (columns), as ``np.vander(increasing=True)``
+    without its general-purpose overhead."""
+    basis = np.empty((len(x), degree + 1))
+    basis[:, 0] = 1.0
+    for d in range(1, degree + 1):
+        np.multiply(basis[:, d - 1], x, out=basis[:, d])
+    return basis
+
+
+def _least_squares(basis: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least-squares coefficients of ``y`` on ``basis``: by the normal equations (one pass
+    over the tall matrix) when their matrix is well conditioned, else by ``lstsq`` (SVD,
+    rank-deficient bases included)."""
+    gram = basis.T @ basis
+    if np.linalg.cond(gram) < 1e10:
+        return np.linalg.solve(gram, basis.T @ y)
+    return np.linalg.lstsq(basis, y, rcond=None)[0]
 
 
 def _spots(
