@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
 from hpc.domains.sql.errors import SQLError, UnsupportedSQL, describe, position
 from hpc.domains.sql.logical import expr as E
@@ -52,11 +54,21 @@ def parse(sql: str, schema: Schema) -> exp.Expression:
     for node in tree.walk():  # the names the user wrote, before qualify renames them
         if isinstance(node, exp.Select):
             node.meta["output_names"] = [_output_name(e) for e in node.expressions]
-    text_schema = {t: {c: str(ty) for c, ty in cols.items()} for t, cols in schema.items()}
+    key = tuple((t, tuple((c, str(ty)) for c, ty in cols.items())) for t, cols in schema.items())
     try:
-        return qualify(tree, schema=text_schema, dialect="duckdb", quote_identifiers=False)
+        return qualify(tree, schema=_sqlglot_schema(key), dialect="duckdb",
+                       quote_identifiers=False)
     except OptimizeError as exc:
         raise SQLError(str(exc)) from None
+
+
+@lru_cache(maxsize=32)
+def _sqlglot_schema(key: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]) -> Any:
+    """sqlglot's schema of the tables ``key`` (names and type names), built once per set of
+    tables: normalising every name costs more than a small query's whole execution."""
+    from sqlglot.schema import MappingSchema
+
+    return MappingSchema({t: dict(cols) for t, cols in key}, dialect="duckdb")
 
 
 def _output_name(node: exp.Expression) -> str:
