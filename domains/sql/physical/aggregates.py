@@ -35,7 +35,7 @@ from .evaluate import (
     to_float,
 )
 
-__all__ = ["aggregate_column"]
+__all__ = ["aggregate_column", "group_moments", "variance_column"]
 
 
 def aggregate_column(agg: E.Aggregate, ids: np.ndarray, ngroups: int, args: list[Column],
@@ -202,19 +202,32 @@ def _moments(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQ
              mask: np.ndarray, order: Any) -> Column:
     """Variance and standard deviation, sample and population, by two passes (the mean,
     then the squared deviations from it)."""
+    counts, _, ss = group_moments(ids, ngroups, col, t, mask)
+    return variance_column(agg.name, agg.type, counts, ss)
+
+
+def group_moments(ids: np.ndarray, ngroups: int, col: Column, t: SQLType, mask: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group the count of the ``mask`` rows, their mean and their sum of squared
+    deviations from it (two passes: no cancellation of sums of squares)."""
     x = np.where(mask, to_float(col, t), 0.0)
     counts = _counts(ids, mask, ngroups)
     with np.errstate(all="ignore"):
         mean = np.bincount(ids, weights=x, minlength=ngroups)[:ngroups] / np.maximum(counts, 1)
         dev = np.where(mask, x - mean[ids], 0.0) if len(ids) else x
         ss = np.bincount(ids, weights=dev * dev, minlength=ngroups)[:ngroups]
-        sample = agg.name.endswith("_samp")
-        denom = counts - 1 if sample else counts
-        ok = denom > 0
-        var = ss / np.where(ok, denom, 1)
-        var = np.where(counts == 1, 0.0, var)  # DuckDB: one value (even NaN) varies by 0
-    out = np.sqrt(var) if agg.name.startswith("stddev") else var
-    return _make(out, agg.type, ok)
+    return counts, mean, ss
+
+
+def variance_column(name: str, t: SQLType, n: np.ndarray, m2: np.ndarray) -> Column:
+    """VAR_SAMP / VAR_POP / STDDEV_SAMP / STDDEV_POP (``name``) from counts and sums of
+    squared deviations: NULL without enough rows; one value (even NaN) varies by 0, as in
+    DuckDB."""
+    denom = n - 1 if name.endswith("_samp") else n
+    ok = denom > 0
+    with np.errstate(all="ignore"):
+        var = np.where(n == 1, 0.0, m2 / np.where(ok, denom, 1))
+    return _make(np.sqrt(var) if name.startswith("stddev") else var, t, ok)
 
 
 def _minmax(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLType,

@@ -153,7 +153,7 @@ def skewed(keys: list[Column], n: int, comm: Any) -> bool:
     weight = np.full(len(picks), n / max(len(picks), 1))
     sample = {str(j): k.take(picks) for j, k in enumerate(keys)}
     sample["#w"] = Column(weight, "float")
-    every = allgather_columns(global_dictionaries(sample, comm), comm)
+    every = _everyones(sample, comm)
     total = float(every["#w"].values.sum())
     if total <= 0:
         return False
@@ -275,9 +275,7 @@ class Ranks:
     def everyones(self, columns: dict[str, Column]) -> dict[str, Column]:
         """Collective. Every rank's rows of ``columns`` on every rank, in rank order (string
         codes mean the same strings everywhere)."""
-        if self.comm.Get_size() == 1:
-            return columns
-        return allgather_columns(global_dictionaries(columns, self.comm), self.comm)
+        return _everyones(columns, self.comm)
 
     def on_root(self, columns: dict[str, Column], nrows: int) -> tuple[dict[str, Column], int]:
         """Collective. Every rank's rows on rank 0 (in rank order), none elsewhere."""
@@ -286,12 +284,16 @@ class Ranks:
     def from_root(self, columns: dict[str, Column]) -> dict[str, Column]:
         """Collective. Rank 0's rows of ``columns`` on every rank (the other ranks' rows are
         dropped)."""
-        if self.comm.Get_size() == 1:
-            return columns
-        columns = global_dictionaries(columns, self.comm)
         n = len(next(iter(columns.values()))) if self.rank == 0 and columns else 0
-        return allgather_columns({k: c.take(np.arange(n)) for k, c in columns.items()},
-                                 self.comm)
+        return _everyones({k: c.take(np.arange(n)) for k, c in columns.items()}, self.comm)
+
+
+def _everyones(columns: dict[str, Column], comm: Any) -> dict[str, Column]:
+    """Collective. Every rank's rows of ``columns`` on every rank, in rank order, string
+    codes into dictionaries merged over the ranks."""
+    if comm.Get_size() == 1:
+        return columns
+    return allgather_columns(global_dictionaries(columns, comm), comm)
 
 
 def _rows_or_null(c: Column, rows: np.ndarray, null: np.ndarray) -> Column:

@@ -12,8 +12,8 @@ from hpc.domains.sql.logical.partial import states
 from hpc.domains.sql.logical.types import BIGINT, SQLType, sum_type
 from hpc.domains.sql.table import Column
 
-from .aggregates import aggregate_column
-from .evaluate import _make, to_float
+from .aggregates import aggregate_column, group_moments, variance_column
+from .evaluate import _make
 
 __all__ = ["partial_states", "merged"]
 
@@ -36,12 +36,7 @@ def partial_states(agg: E.Aggregate, ids: np.ndarray, ngroups: int, args: list[C
 
 def _moments(ids: np.ndarray, ngroups: int, col: Column, t: SQLType) -> dict[str, Column]:
     mask = np.ones(len(ids), bool) if col.valid is None else np.asarray(col.valid, bool)
-    x = np.where(mask, to_float(col, t), 0.0)
-    counts = np.bincount(ids[mask], minlength=ngroups)[:ngroups].astype(np.int64)
-    with np.errstate(all="ignore"):
-        mean = np.bincount(ids, weights=x, minlength=ngroups)[:ngroups] / np.maximum(counts, 1)
-        dev = np.where(mask, x - mean[ids], 0.0) if len(ids) else x
-        m2 = np.bincount(ids, weights=dev * dev, minlength=ngroups)[:ngroups]
+    counts, mean, m2 = group_moments(ids, ngroups, col, t, mask)
     return {"n": Column(counts, "int"), "mean": Column(mean, "float"),
             "m2": Column(m2, "float")}
 
@@ -88,8 +83,4 @@ def _variance(agg: E.Aggregate, ids: np.ndarray, ngroups: int, parts: dict[str, 
         spread = np.where(n_i > 0, n_i * (mean_i - mean[ids]) ** 2, 0.0)
         m2 = (np.bincount(ids, weights=m2_i, minlength=ngroups)[:ngroups] +
               np.bincount(ids, weights=spread, minlength=ngroups)[:ngroups])
-        denom = n - 1 if agg.name.endswith("_samp") else n
-        ok = denom > 0
-        var = np.where(n == 1, 0.0, m2 / np.where(ok, denom, 1))
-    out = np.sqrt(var) if agg.name.startswith("stddev") else var
-    return _make(out, agg.type, ok)
+    return variance_column(agg.name, agg.type, n, m2)

@@ -15,7 +15,7 @@ from hpc.domains.sql.logical.partial import COMBINING
 from hpc.domains.sql.table import Column
 
 from . import window_kernels as K
-from .aggregates import aggregate_column
+from .aggregates import aggregate_column, variance_column
 from .columns import stack
 from .evaluate import Batch, _make, _rescale, evaluate, to_float
 
@@ -195,13 +195,7 @@ def finish(w: E.Window, col: Column, st: Stats) -> Column:
 def moments_column(w: E.Window, n: np.ndarray, m2: np.ndarray) -> Column:
     """A variance or standard deviation from each frame's count and sum of squared
     deviations."""
-    sample = w.name.endswith("_samp")
-    denom = n - 1 if sample else n
-    ok = denom > 0
-    with np.errstate(all="ignore"):
-        var = np.where(n == 1, 0.0, m2 / np.where(ok, denom, 1))
-    out = np.sqrt(var) if w.name.startswith("stddev") else var
-    return _make(out, w.type, ok)
+    return variance_column(w.name, w.type, n, m2)
 
 
 def ntile(r: np.ndarray, size: np.ndarray, buckets: int) -> np.ndarray:
