@@ -32,6 +32,14 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
 fi
 export MPICC=${MPICC:-mpicc}
 
+# NCBI BLAST+ is the reference the alignment statistics are tested against: installed where we
+# may (root with apt-get), otherwise those tests are skipped.
+if ! command -v blastp >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  log "installing ncbi-blast+ with apt-get (the reference for alignment statistics)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ncbi-blast+ >/dev/null; } \
+    || log "warning: ncbi-blast+ could not be installed; the BLAST comparison tests will skip"
+fi
+
 # 2. The virtual environment and the build tools h5py's parallel build needs.
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV"
