@@ -82,7 +82,7 @@ class Catalog:
         self._kinds: dict[str, dict[str, str]] = {}
         self._rows: dict[str, int] = {}
         self._types: dict[str, dict[str, SQLType]] = {}  # where the kinds say too little
-        self._bounds: dict[tuple[str, str], int] = {}  # distinct_bound's answers
+        self._bounds: dict[tuple[str, ...], int] = {}  # distinct_bound's, distinct_estimate's
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
@@ -205,6 +205,38 @@ class Catalog:
             cached = self._rows[name] if span is None else max(1, min(span, self._rows[name]))
             self._bounds[key] = cached
         return cached
+
+    def distinct_estimate(self, name: str, column: str) -> int:
+        """An estimate of the distinct values of a column, for how many rows an equality with
+        a constant keeps: :meth:`distinct_bound` for integers and dates; for a string column,
+        the size of the dictionary Parquet wrote for its first row group where that is at
+        most half the group's rows (a flag, a status, a nation: few values repeated
+        everywhere), else the row count (names, comments: mostly distinct)."""
+        key = (name, column, "estimate")
+        cached = self._bounds.get(key)
+        if cached is None:
+            cached = self.distinct_bound(name, column)
+            if self._kinds.get(name, {}).get(column) == "string":
+                cached = self._string_distinct(name, column) or cached
+            self._bounds[key] = cached
+        return cached
+
+    def _string_distinct(self, name: str, column: str) -> int | None:
+        if name in self._memory:
+            dictionary = getattr(self._memory[name][column], "dictionary", None)
+            return None if dictionary is None else max(1, len(dictionary))
+        if name not in self._parquet or not self._parquet[name]:
+            return None
+        import pyarrow.parquet as pq
+
+        f = pq.ParquetFile(self._parquet[name][0], read_dictionary=[column])
+        if f.metadata.num_row_groups == 0:
+            return None
+        values = f.read_row_group(0, columns=[column]).column(0)
+        if values.num_chunks == 0 or not hasattr(values.chunk(0), "dictionary"):
+            return None
+        entries = max(len(c.dictionary) for c in values.chunks)
+        return max(1, entries) if 2 * entries <= len(values) else None
 
     def _value_span(self, name: str, column: str) -> int | None:
         if self._kinds.get(name, {}).get(column) not in ("int", "date"):

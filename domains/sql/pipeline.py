@@ -26,6 +26,7 @@ from .optimizer.prune import prune_columns
 from .optimizer.pushdown import push_filters
 from .optimizer.raw_strings import raw_strings
 from .optimizer.reduce_groups import reduce_groups
+from .optimizer.semi_joins import semi_to_inner
 from .optimizer.simplify import simplify
 from .table import Table
 
@@ -35,7 +36,8 @@ __all__ = ["logical_plan", "physical_plan", "run", "explain"]
 def logical_plan(sql: str, catalog: Catalog) -> P.Node:
     """The bound, optimized logical plan of ``sql`` (no exchanges)."""
     plan = bind(sql, catalog.types())
-    plan = reduce_groups(order_joins(push_filters(simplify(plan)), catalog), catalog)
+    plan = semi_to_inner(push_filters(simplify(plan)))
+    plan = reduce_groups(order_joins(plan, catalog), catalog)
     return raw_strings(prune_columns(plan))
 
 
