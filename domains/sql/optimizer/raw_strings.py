@@ -1,10 +1,24 @@
-"""Raw string columns: a VARCHAR column that its scan's filter reads only through per-entry
-predicates (LIKE, ILIKE, STARTS_WITH, a comparison with a constant, IN a list of constants,
-IS NULL) is read with Parquet's dictionaries as they are (``Scan.raw``): not sorted into a
-dictionary before the filter (a free-text column of millions of distinct entries). Read
-nowhere else, it is dropped right after the filter; read above too, it is settled there
-(``Filter.settle``: a sorted dictionary of the strings of the rows the filter keeps, often
-few). Planned column states: EXPLAIN shows them on the scan and the filter."""
+"""Raw string columns: VARCHAR columns read with Parquet's dictionaries as they are
+(``Scan.raw``), not sorted into a dictionary when scanned.
+
+Two kinds of column stay raw:
+
+- **Filtered by entries.** A column its scan's filter reads only through per-entry
+  predicates (LIKE, ILIKE, STARTS_WITH, a comparison with a constant, IN a list of
+  constants, IS NULL): the predicates run once per dictionary entry (a free-text column of
+  millions of distinct entries is never sorted). Read nowhere else, it is dropped right
+  after the filter; read above as anything but a carried column, it is settled there
+  (``Filter.settle``: a sorted dictionary of the strings of the rows the filter keeps).
+- **Carried.** A column every operator above only passes along (late materialisation): an
+  output column, a bare GROUP BY key, a column joins, filters, sorts and limits carry
+  without reading it, or one read by per-entry predicates. It moves as row references
+  through the joins and is settled once, on the rows that remain (TPC-H Q10's customer
+  names, addresses and comments: 20 rows of 150,000). The operators settle it where they
+  must: an exchange before shipping rows, an aggregate whose other keys do not determine
+  it, the result.
+
+EXPLAIN shows both on the scan (``(raw)``) and the settling on the filter.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +27,7 @@ from dataclasses import replace
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 
-__all__ = ["raw_strings"]
+__all__ = ["raw_strings", "carried_columns"]
 
 _PER_ENTRY = frozenset({"like", "ilike", "starts_with", "eq", "ne", "lt", "le", "gt", "ge",
                         "in", "is_null", "is_not_null"})
@@ -26,25 +40,77 @@ def raw_strings(plan: P.Node) -> P.Node:
         for e in P.expressions(node):
             for name in E.refs(e):
                 uses[name] = uses.get(name, 0) + 1
-    return _mark(plan, uses)
+    return _mark(plan, uses, carried_columns(plan))
 
 
-def _mark(node: P.Node, uses: dict[str, int]) -> P.Node:
+def carried_columns(plan: P.Node) -> set[str]:
+    """The VARCHAR columns of ``plan``'s scans that no operator reads but to pass them along
+    (under their name or another: ``x := col``, a GROUP BY key) or through a per-entry
+    predicate of a filter."""
+    blocked: set[str] = set()
+    renamed: dict[str, list[str]] = {}
+    for node in P.nodes(plan):
+        if isinstance(node, P.SetOp | P.Distinct):  # rows compared column by column
+            blocked |= {f.name for child in node.inputs for f in child.schema}
+        elif isinstance(node, P.Project):
+            _passed(node.exprs, renamed, blocked)
+        elif isinstance(node, P.Aggregate):
+            _passed(node.keys, renamed, blocked)
+            for _, a in node.aggregates:
+                blocked |= E.refs(a)
+        elif isinstance(node, P.Filter):
+            blocked |= {n for n in E.refs(node.condition)
+                        if not _per_entry_only(node.condition, n)}
+        elif isinstance(node, P.Window):
+            blocked |= {n for w in [*node.partition, *(k.expr for k in node.order)]
+                        for n in E.refs(w)}
+            blocked |= {n for _, w in node.functions for n in E.refs(w)}
+        elif not isinstance(node, P.Output):
+            blocked |= {n for e in P.expressions(node) for n in E.refs(e)}
+
+    def free(name: str, seen: frozenset[str] = frozenset()) -> bool:
+        if name in blocked or name in seen:
+            return name not in blocked
+        return all(free(n, seen | {name}) for n in renamed.get(name, []))
+
+    return {name for node in P.nodes(plan) if isinstance(node, P.Scan)
+            for name, _, t in node.columns if t.kind == "varchar" and free(name)}
+
+
+def _passed(pairs: tuple[tuple[str, E.Expr], ...], renamed: dict[str, list[str]],
+            blocked: set[str]) -> None:
+    """Columns a Project or GROUP BY passes on as they are (perhaps renamed); the columns
+    its other expressions read are blocked."""
+    for name, e in pairs:
+        if isinstance(e, E.Ref):
+            if name != e.name:
+                renamed.setdefault(e.name, []).append(name)
+        else:
+            blocked |= E.refs(e)
+
+
+def _mark(node: P.Node, uses: dict[str, int], carried: set[str]) -> P.Node:
     if isinstance(node, P.Filter) and isinstance(node.input, P.Scan):
         scan = node.input
-        names = [n for n, _, t in scan.columns if t.kind == "varchar"
-                 and n in E.refs(node.condition) and _per_entry_only(node.condition, n)]
-        if names:
-            raw = tuple(src for n, src, _ in scan.columns if n in names)
+        strings = [n for n, _, t in scan.columns if t.kind == "varchar"]
+        names = [n for n in strings if n in E.refs(node.condition)
+                 and _per_entry_only(node.condition, n)]
+        kept_raw = [n for n in strings if n in carried and n not in names]
+        if names or kept_raw:
+            raw = tuple(src for n, src, _ in scan.columns if n in names or n in kept_raw)
             read_above = tuple(n for n in names if uses.get(n, 0) > 1)
-            marked = P.Filter(replace(scan, raw=raw), node.condition, read_above)
+            settle = tuple(n for n in read_above if n not in carried)
+            marked = P.Filter(replace(scan, raw=raw), node.condition, settle)
             if len(read_above) == len(names):
                 return marked
             kept = tuple((f.name, E.Ref(f.name, f.type)) for f in scan.schema
                          if f.name not in names or f.name in read_above)
             return P.Project(marked, kept)
         return node
-    return node.with_inputs(tuple(_mark(c, uses) for c in node.inputs))
+    if isinstance(node, P.Scan):
+        raw = tuple(src for n, src, t in node.columns if t.kind == "varchar" and n in carried)
+        return replace(node, raw=raw) if raw else node
+    return node.with_inputs(tuple(_mark(c, uses, carried) for c in node.inputs))
 
 
 def _per_entry_only(e: E.Expr, name: str) -> bool:

@@ -10,7 +10,7 @@ from hpc.domains.sql.table import Column, settle
 
 from .aggregates import sort_rank
 
-__all__ = ["group_keys", "sort_order", "stack"]
+__all__ = ["carried_keys", "group_keys", "sort_order", "stack"]
 
 
 def group_keys(cols: list[Column], n: int) -> tuple[np.ndarray, int, np.ndarray]:
@@ -31,6 +31,41 @@ def group_keys(cols: list[Column], n: int) -> tuple[np.ndarray, int, np.ndarray]
         valids.append(c.valid)
     ids, ngroups, first = group_ids(combine_ids(arrays, valids))
     return ids, ngroups, first
+
+
+def carried_keys(keys: list[Column]) -> tuple[list[Column], tuple | None]:
+    """GROUP BY ``keys`` with their raw string columns (carried, see
+    :mod:`..optimizer.raw_strings`) settled, except those the other keys determine: grouped
+    by the settled keys, a raw key that holds one string (or NULL) in every group adds no
+    group and stays raw (``GROUP BY c_custkey, c_name``), so the caller groups by the
+    settled keys alone and takes the raw ones from each group's first row. Decided on this
+    rank's rows: an exchange settles whatever stays raw before it ships rows. Also returns
+    the grouping by the settled keys where it is the answer (every raw key kept), else
+    None."""
+    raw = [j for j, k in enumerate(keys) if k.raw]
+    if not raw:
+        return keys, None
+    others = [k for k in keys if not k.raw]
+    keep: set[int] = set()
+    grouped = None
+    if others:
+        grouped = group_keys(others, len(others[0]))
+        keep = {j for j in raw if not _differs(grouped[0], grouped[2], keys[j])}
+    out = [settle(k) if j in raw and j not in keep else k for j, k in enumerate(keys)]
+    return out, grouped if len(keep) == len(raw) else None
+
+
+def _differs(ids: np.ndarray, first: np.ndarray, column: Column) -> int:
+    """Rows of a raw string column whose string (or NULL) differs from their group's first
+    row's."""
+    from hpc.domains.sql.scan_kernels import differs_in_group
+
+    if len(column) == 0:
+        return 0
+    offsets, data = strings._buffers(strings._plain(column.dictionary.words))
+    valid = np.zeros(0, bool) if column.valid is None else column.valid
+    return int(differs_in_group(ids, first, column.values, offsets, data, valid,
+                                column.valid is not None))
 
 
 def stack(a: Column, b: Column) -> Column:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from hpc.domains.sql import strings
 from hpc.domains.sql.exchange import allgather_columns, ship
-from hpc.domains.sql.table import Column, Table, merge_dictionaries, settle_columns
+from hpc.domains.sql.table import Column, Table, merge_dictionaries, settle, settle_columns
 from numba import njit
 
 from hpc.backend import array_module
@@ -108,7 +108,10 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
     sequence), ``"broadcast"``, ``"gather"``); the new columns and row count."""
     if comm.Get_size() == 1:
         return columns, nrows
-    columns = global_dictionaries(settle_columns(columns, comm), comm)
+    # raw strings (carried past joins) settled here, merged over the ranks below with the
+    # rest: every rank takes part in the same merges whichever of its columns were raw
+    columns = global_dictionaries(settle_columns(columns), comm)
+    keys = [settle(k) for k in keys]
     if not columns:  # no column to carry: only the row count moves
         counts = np.asarray(_all_counts(nrows, comm))
         total = int(counts.sum())

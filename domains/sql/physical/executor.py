@@ -20,10 +20,10 @@ from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.logical.partial import state_name, states
 from hpc.domains.sql.optimizer.distribute import equi_keys
-from hpc.domains.sql.table import Column, Decimals, Table, settle
+from hpc.domains.sql.table import Column, Decimals, Table, settle, settle_columns
 
 from .aggregates import aggregate_column
-from .columns import group_keys, sort_order, stack
+from .columns import carried_keys, group_keys, sort_order, stack
 from .evaluate import Batch, evaluate
 from .exchange import Ranks, agree, exchange, global_count_many, mark_global, skewed
 from .join import Side, join
@@ -94,7 +94,8 @@ class Executor:
         agree(failure, self.comm)
         assert side is not None
         names = _unique(plan.names)
-        cols = [_presented(side.columns[f.name], f) for f in plan.input.schema]
+        settled = settle_columns(side.columns)  # carried strings: on the rows left
+        cols = [_presented(settled[f.name], f) for f in plan.input.schema]
         return Table(dict(zip(names, cols, strict=True)))
 
     def side(self, node: P.Node) -> Side:
@@ -184,7 +185,9 @@ class Executor:
         if (not node.keys and node.phase != "partial" and not self._root()
                 and self.comm.Get_size() > 1):
             return Side({f.name: _empty(f) for f in node.schema}, 0)
-        ids, ngroups, first = group_keys(keys, side.nrows)
+        keys, grouped = carried_keys(keys)
+        ids, ngroups, first = grouped or group_keys([k for k in keys if not k.raw],
+                                                    side.nrows)
         if not node.keys:
             first = np.zeros(0, np.int64)
         out = {name: k.take(first) for (name, _), k in zip(node.keys, keys, strict=True)}

@@ -101,12 +101,37 @@ def test_a_string_only_its_scan_filter_reads_per_entry_is_read_raw():
                 "SELECT MAX(s) FROM a WHERE k > 1"):  # not read by the filter
         plan = raw_strings(_plan(sql))
         assert all(not n.raw for n in P.nodes(plan) if isinstance(n, P.Scan)), sql
-    # read again above the filter: raw below it, settled by it on the rows it keeps
-    plan = raw_strings(_plan("SELECT s FROM a WHERE s LIKE '%x%'"))
+    # read again above the filter (compared by a sort): raw below it, settled by it on the
+    # rows it keeps
+    plan = raw_strings(_plan("SELECT s FROM a WHERE s LIKE '%x%' ORDER BY s"))
     (scan,) = [n for n in P.nodes(plan) if isinstance(n, P.Scan)]
     (filt,) = [n for n in P.nodes(plan) if isinstance(n, P.Filter)]
     assert scan.raw == ("s",) and filt.settle == ("a.s",)
     assert "then settle [a.s]" in P.explain(plan)
+    # only passed on to the result: carried raw, the filter settles nothing
+    plan = raw_strings(_plan("SELECT s FROM a WHERE s LIKE '%x%'"))
+    (scan,) = [n for n in P.nodes(plan) if isinstance(n, P.Scan)]
+    (filt,) = [n for n in P.nodes(plan) if isinstance(n, P.Filter)]
+    assert scan.raw == ("s",) and filt.settle == ()
+
+
+@pytest.mark.parametrize("sql, carried", [
+    ("SELECT s FROM a", {"a.s"}),
+    ("SELECT k, s AS name FROM a WHERE k > 1 LIMIT 3", {"a.s"}),
+    ("SELECT k, s, SUM(x) FROM a GROUP BY k, s", {"a.s"}),  # a key: settled if not determined
+    ("SELECT s FROM a ORDER BY s", set()),  # compared by the sort
+    ("SELECT DISTINCT s FROM a", set()),
+    ("SELECT MAX(s) FROM a", set()),
+    ("SELECT lower(s) FROM a", set()),
+    ("SELECT s FROM a UNION SELECT s FROM a", set()),
+    ("SELECT s FROM a WHERE s = 'x' OR k > 1", {"a.s"}),  # per entry, within an OR
+    ("SELECT s FROM a WHERE s || 'y' = 'xy'", set()),  # a function of the string
+    ("SELECT k, ROW_NUMBER() OVER (PARTITION BY s ORDER BY k) FROM a", set()),
+])
+def test_carried_strings_are_only_those_no_operator_compares(sql, carried):
+    from hpc.domains.sql.optimizer.raw_strings import carried_columns
+
+    assert carried_columns(_plan(sql)) == carried
 
 
 def test_a_grouped_subquery_is_reduced_to_the_keys_its_partner_holds():
