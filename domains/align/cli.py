@@ -3,7 +3,9 @@
 Examples::
 
     mpirun -n 2 hpc align search queries.fa db.fa --mode local --matrix BLOSUM62 \\
-        --gap-open 11 --gap-extend 1 --top 10 --out hits.h5
+        --gap-open 11 --gap-extend 1 --top 10 --evalue 1e-5 --out hits.h5 --tabular hits.tsv
+    hpc align store db.fa --out db.h5       # an HDF5 sequence store, searched in batches
+    hpc align search queries.fa db.h5 --top 5 --sam hits.sam
     hpc align pairs reads.fq windows.fa --mode semi-global --matrix DNA --sam reads.sam
 """
 
@@ -24,7 +26,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--matrix",
         default="BLOSUM62",
-        help="BLOSUM45/50/62/80, PAM250, DNA or DNA:MATCH:MISMATCH[:N] (BLOSUM62)",
+        help="BLOSUM45/50/62/80/90, PAM30/70/250, DNA or DNA:MATCH:MISMATCH[:N] (BLOSUM62)",
     )
     p.add_argument("--gap-open", type=int, default=11, help="gap open cost (11)")
     p.add_argument("--gap-extend", type=int, default=1, help="gap extend cost (1)")
@@ -37,7 +39,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--band", type=int, default=None, help="band half-width (global, local)")
     p.add_argument("--out", default=None, help="HDF5 file for the table 'hits'")
-    p.add_argument("--sam", default=None, help="SAM file of the hits (semi-global mode)")
+    p.add_argument(
+        "--sam",
+        default=None,
+        help="SAM file of the hits (local hits soft-clipped, flag 16 on the minus strand)",
+    )
     p.add_argument("--json", action="store_true", help="print the hits as JSON lines")
     p.add_argument("--quiet", action="store_true", help="no progress on rank 0")
 
@@ -48,13 +54,53 @@ def add_parser(sub: Any) -> None:
     cmds = al.add_subparsers(dest="align_command", metavar="COMMAND", required=True)
     s = cmds.add_parser("search", help="the top hits of every query in a FASTA/FASTQ database")
     s.add_argument("queries", help="FASTA or FASTQ (plain or gzip)")
-    s.add_argument("database", help="FASTA or FASTQ (plain or gzip)")
+    s.add_argument("database", help="FASTA or FASTQ (plain or gzip), or an HDF5 sequence store")
     s.add_argument("--top", type=int, default=10, help="hits per query (10)")
     s.add_argument("--executor", choices=["mpi", "local", "dask"], default="mpi")
     s.add_argument("--scheduler", default=None, help="Dask scheduler address (default: local)")
     s.add_argument("--backend", default="cpu", help="cpu, gpu or auto (cpu)")
+    s.add_argument(
+        "--evalue",
+        type=float,
+        default=None,
+        help="keep hits of E-value at most this (local mode; the matrix and gaps need NCBI's "
+        "published statistics: BLOSUM45/50/62/90, PAM30/70/250, blastn's DNA scores)",
+    )
+    s.add_argument(
+        "--evalue-method",
+        choices=["karlin", "spouge"],
+        default="karlin",
+        help="karlin: Karlin-Altschul with BLAST's length adjustment (BLAST with OLD_FSC, "
+        "blastn); spouge: Spouge's finite-size correction (blastp's default). Default karlin",
+    )
+    s.add_argument(
+        "--strand",
+        choices=["plus", "both"],
+        default=None,
+        help="both: also align each query's reverse complement (DNA; the default for DNA)",
+    )
+    s.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="database sequences scored at a time (default: at most 16384, and about 4 million "
+        "scores)",
+    )
+    s.add_argument(
+        "--tabular", default=None, help="BLAST tabular file of the hits (-outfmt 6 columns)"
+    )
     _common(s)
+    s.epilog = (
+        "The database is a FASTA/FASTQ file or an HDF5 sequence store ('hpc align store'), "
+        "read in batches: memory does not grow with it. Local hits get bit scores and "
+        "E-values for the database's size."
+    )
     s.set_defaults(func=_search)
+    st = cmds.add_parser("store", help="write a FASTA/FASTQ file as an HDF5 sequence store")
+    st.add_argument("sequences", help="FASTA or FASTQ (plain or gzip), streamed")
+    st.add_argument("--out", required=True, help="the HDF5 sequence store to write")
+    st.add_argument("--quiet", action="store_true", help="no summary on rank 0")
+    st.set_defaults(func=_store)
     p = cmds.add_parser("pairs", help="align record k of one file with record k of another")
     p.add_argument("queries", help="FASTA or FASTQ (plain or gzip)")
     p.add_argument("targets", help="FASTA or FASTQ, as many records as the queries")
@@ -87,29 +133,62 @@ def _check_options(args: argparse.Namespace) -> None:
         check_count("--band", args.band)
         if args.mode == "semi-global":
             raise UsageError("--band needs --mode global or local")
-    if args.sam and args.mode != "semi-global":
-        raise UsageError("--sam needs --mode semi-global (reads aligned end to end)")
+    if args.sam and args.mode != "semi-global" and args.align_command == "pairs":
+        raise UsageError("--sam needs --mode semi-global for pairs (reads aligned end to end)")
+    if getattr(args, "evalue", None) is not None:
+        if not args.evalue > 0:
+            raise UsageError(f"--evalue {args.evalue}: expected a positive number")
+        if args.mode != "local":
+            raise UsageError("--evalue needs --mode local (E-values are for local alignments)")
+    if getattr(args, "batch", None) is not None:
+        check_count("--batch", args.batch, 1)
+    if getattr(args, "strand", None) == "both" and not args.matrix.upper().startswith("DNA"):
+        raise UsageError("--strand both needs a DNA matrix (a protein has one strand)")
     check_output_path("--out", args.out)
     check_output_path("--sam", args.sam)
+    check_output_path("--tabular", getattr(args, "tabular", None))
 
 
-def _prepare(args: argparse.Namespace, qpath: str, tpath: str) -> Any:
-    """Scoring and both inputs, read and checked on every rank alike."""
+def _prepare(args: argparse.Namespace, qpath: str, tpath: str, stream: bool = False) -> Any:
+    """Scoring and both inputs, read and checked on every rank alike. With ``stream`` the
+    targets are a database opened (and counted), not read: their letters are checked batch
+    by batch during the search."""
     from .scoring import Scoring
 
     comm = hpc.world()
     try:
         _check_options(args)
         scoring = Scoring(args.matrix, args.gap_open, args.gap_extend, args.gap_convention)
+        if getattr(args, "evalue", None) is not None:
+            from .stats import karlin_altschul
+
+            karlin_altschul(scoring)  # refused before any file is read
         q = _load(qpath)
-        t = _load(tpath)
         from .batch import encode_all
 
         encode_all(q[1], scoring, f"{qpath}: query", q[0])  # letters checked up front
-        encode_all(t[1], scoring, f"{tpath}: target", t[0])
+        if stream:
+            t = _open_db(tpath)
+        else:
+            t = _load(tpath)
+            encode_all(t[1], scoring, f"{tpath}: target", t[0])
     except (ValueError, OSError) as exc:  # bad input: every rank reads the same files
         raise on_all_ranks(exc) from None
     return comm, scoring, q, t
+
+
+def _open_db(path: str) -> Any:
+    from hpc.io.errors import from_os_error
+
+    from .database import open_database
+
+    try:
+        db = open_database(path)
+    except OSError as exc:
+        raise from_os_error(exc, "reading sequences", path) from None
+    if db.count == 0:
+        raise UsageError(f"{path}: no sequences (the file has no FASTA/FASTQ records)")
+    return db
 
 
 def _finish(args: argparse.Namespace, comm: Any, rows: dict[str, Any], q, t) -> int:
@@ -121,7 +200,7 @@ def _finish(args: argparse.Namespace, comm: Any, rows: dict[str, Any], q, t) -> 
         total = write_hits(args.out, rows, comm=comm)
         if comm.rank == 0 and not args.quiet:
             print(f"hpc align: {total} hits written to {args.out}:hits", file=sys.stderr)
-    if args.sam or args.json or not args.out:
+    if args.sam or args.json or getattr(args, "tabular", None) or not args.out:
         mine = [
             {k: v[i].item() if hasattr(v[i], "item") else v[i] for k, v in rows.items()}
             for i in range(rows["score"].size)
@@ -137,31 +216,61 @@ def _finish(args: argparse.Namespace, comm: Any, rows: dict[str, Any], q, t) -> 
                 for r in allrows:
                     r["sequence"] = q[1][r["query_index"]]
                     r["quality"] = q[2][r["query_index"]]
-                write_sam(args.sam, list(zip(t[0], (len(s) for s in t[1]), strict=True)), allrows)
+                    if r.get("strand") == "-":
+                        r["sequence"] = _revcomp(r["sequence"])
+                # @SQ lines of the targets hit, in database order
+                refs = sorted(
+                    {(r["target_index"], r["target"], r["target_length"]) for r in allrows}
+                )
+                write_sam(args.sam, [(name, n) for _, name, n in refs], allrows)
+            if getattr(args, "tabular", None):
+                from .seqio import write_tabular
+
+                write_tabular(args.tabular, allrows)
             if args.json:
                 for r in allrows:
                     print(json.dumps(r))
-            elif not args.out and not args.sam:
+            elif not (args.out or args.sam or getattr(args, "tabular", None)):
                 for r in allrows:
                     print(
                         f"{r['query']}\t{r['target']}\t{r['score']}\t"
                         f"{r['query_start']}-{r['query_end']}\t"
                         f"{r['target_start']}-{r['target_end']}\t{r['cigar']}\t"
-                        f"{r['identity']:.3f}"
+                        f"{r['identity']:.3f}\t{r['strand']}\t{r['evalue']:.3g}"
                     )
     return 0
+
+
+def _revcomp(seq: str) -> str:
+    return seq.upper().translate(str.maketrans("ACGTUN", "TGCAAN"))[::-1]
 
 
 def _search(args: argparse.Namespace) -> int:
     from .search import search
 
-    comm, scoring, q, t = _prepare(args, args.queries, args.database)
+    comm, scoring, q, db = _prepare(args, args.queries, args.database, stream=True)
     rows = search(
-        q[1], t[1], scoring, args.mode, top=args.top, query_names=q[0], target_names=t[0],
+        q[1], db, scoring, args.mode, top=args.top, query_names=q[0],
         executor=args.executor, comm=comm, scheduler=args.scheduler, backend=args.backend,
-        band=args.band, progress=not args.quiet,
+        band=args.band, progress=not args.quiet, evalue=args.evalue,
+        evalue_method=args.evalue_method, strand=args.strand, batch=args.batch,
     )  # fmt: skip
-    return _finish(args, comm, rows, q, t)
+    return _finish(args, comm, rows, q, db)
+
+
+def _store(args: argparse.Namespace) -> int:
+    from .database import write_store
+
+    comm = hpc.world()
+    try:
+        check_output_path("--out", args.out)
+        count, residues = write_store(args.out, args.sequences, comm=comm)
+    except (ValueError, OSError) as exc:  # every rank reads the same file
+        raise on_all_ranks(exc) from None
+    if comm.rank == 0 and not args.quiet:
+        print(f"hpc align: {count} sequences ({residues} letters) written to {args.out}",
+              file=sys.stderr)  # fmt: skip
+    return 0
 
 
 def _pairs(args: argparse.Namespace) -> int:

@@ -269,7 +269,7 @@ def custom_matrix(
 
 
 def get_matrix(name: str | SubstitutionMatrix) -> SubstitutionMatrix:
-    """A substitution matrix by name: BLOSUM45, BLOSUM50, BLOSUM62, BLOSUM80, PAM250, DNA.
+    """A substitution matrix by name: BLOSUM45/50/62/80/90, PAM30, PAM70, PAM250, DNA.
 
     ``"DNA"`` is :func:`dna_matrix` with its defaults; ``"DNA:2:-3:-1"`` sets match, mismatch
     and the N score.

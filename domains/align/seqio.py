@@ -23,6 +23,9 @@ __all__ = [
     "read_fastq",
     "write_fasta",
     "write_sam",
+    "write_tabular",
+    "tabular_fields",
+    "TABULAR_COLUMNS",
 ]
 
 
@@ -180,12 +183,34 @@ def write_fasta(path: str | os.PathLike[str], records: Sequence[Record] | Any) -
                 fh.write(seq[k : k + 80] + "\n")
 
 
+def _sam_record(r: dict[str, Any]) -> str:
+    """One SAM line. A hit on the minus strand gets flag 16 (its sequence is then the reverse
+    complement, the way SAM stores it); query letters outside the alignment are soft-clipped."""
+    qual = r.get("quality") or "*"
+    minus = r.get("strand") == "-"
+    if minus and qual != "*":
+        qual = qual[::-1]
+    cigar = r["cigar"] or ""
+    if cigar and "query_start" in r:
+        head = int(r["query_start"])
+        tail = len(r["sequence"]) - int(r["query_end"])
+        cigar = (f"{head}S" if head else "") + cigar + (f"{tail}S" if tail else "")
+    tags = f"AS:i:{int(r['score'])}"
+    ev = r.get("evalue")
+    if ev is not None and ev == ev:  # not NaN
+        tags += f"\tZE:f:{float(ev):.3g}"
+    return (
+        f"{r['query']}\t{16 if minus else 0}\t{r['target']}\t{int(r['target_start']) + 1}\t"
+        f"{int(r.get('mapq', 255))}\t{cigar or '*'}\t*\t0\t0\t{r['sequence']}\t{qual}\t{tags}\n"
+    )
+
+
 def write_sam(
     path: str | os.PathLike[str],
     references: Sequence[tuple[str, int]],
     rows: Sequence[dict[str, Any]],
 ) -> None:
-    """Local. Write semi-global hits as SAM (the file appears whole or not at all).
+    """Local. Write hits as SAM (the file appears whole or not at all).
 
     Parameters
     ----------
@@ -193,7 +218,9 @@ def write_sam(
         The ``@SQ`` lines.
     rows : list of dict
         Keys ``query``, ``target``, ``target_start`` (0-based), ``cigar``, ``score``,
-        ``sequence`` and optionally ``quality`` and ``mapq``.
+        ``sequence`` (as aligned: the reverse complement for a ``strand`` of ``"-"``) and
+        optionally ``quality``, ``mapq``, ``strand``, ``evalue`` (tag ``ZE``), and
+        ``query_start``/``query_end`` (letters outside them are soft-clipped: local hits).
     """
     from hpc.io import atomic_open
 
@@ -203,9 +230,80 @@ def write_sam(
             fh.write(f"@SQ\tSN:{name}\tLN:{int(length)}\n")
         fh.write("@PG\tID:hpc-align\tPN:hpc align\n")
         for r in rows:
-            qual = r.get("quality") or "*"
-            fh.write(
-                f"{r['query']}\t0\t{r['target']}\t{int(r['target_start']) + 1}\t"
-                f"{int(r.get('mapq', 255))}\t{r['cigar'] or '*'}\t*\t0\t0\t{r['sequence']}\t"
-                f"{qual}\tAS:i:{int(r['score'])}\n"
-            )
+            fh.write(_sam_record(r))
+
+
+TABULAR_COLUMNS = (
+    "qseqid", "sseqid", "pident", "length", "mismatch", "gapopen", "qstart", "qend", "sstart",
+    "send", "evalue", "bitscore",
+)  # fmt: skip
+
+
+def _blast_evalue(e: float) -> str:
+    """An E-value as BLAST's tabular output prints it."""
+    if e != e:
+        return "NA"
+    if e < 1.0e-180:
+        return "0.0"
+    if e < 1.0e-99:
+        return f"{e:2.0e}"
+    if e < 0.0009:
+        return f"{e:3.2e}"
+    if e < 0.1:
+        return f"{e:4.3f}"
+    if e < 1.0:
+        return f"{e:3.2f}"
+    if e < 10.0:
+        return f"{e:2.1f}"
+    return f"{e:2.0f}"
+
+
+def _blast_bits(b: float) -> str:
+    if b != b:
+        return "NA"
+    if b > 9999:
+        return f"{b:4.3e}"
+    if b > 99.9:
+        return f"{int(b):3d}"
+    return f"{b:2.1f}"
+
+
+def tabular_fields(r: dict[str, Any]) -> list[str]:
+    """Local. The 12 columns of BLAST's tabular output (``-outfmt 6``) for one hit row.
+
+    ``length`` counts alignment columns (gaps included), ``pident`` is identical pairs over
+    them, ``mismatch`` the aligned pairs that differ, ``gapopen`` the runs of gaps.
+    Coordinates are 1-based and inclusive; on the minus strand the query range is given on
+    the query as read and the subject range runs backwards (``sstart > send``), as ``blastn``
+    prints it.
+    """
+    import re
+
+    ops = re.findall(r"(\d+)([MID])", r["cigar"] or "")
+    columns = sum(int(n) for n, _ in ops)
+    pairs = sum(int(n) for n, c in ops if c == "M")
+    matches = int(r["matches"])
+    qs, qe = int(r["query_start"]), int(r["query_end"])
+    ts, te = int(r["target_start"]), int(r["target_end"])
+    if r.get("strand") == "-":
+        m = int(r["query_length"])
+        q1, q2, s1, s2 = m - qe + 1, m - qs, te, ts + 1
+    else:
+        q1, q2, s1, s2 = qs + 1, qe, ts + 1, te
+    pident = 100.0 * matches / columns if columns else 0.0
+    return [
+        str(r["query"]), str(r["target"]), f"{pident:.3f}", str(columns), str(pairs - matches),
+        str(sum(1 for _, c in ops if c != "M")), str(q1), str(q2), str(s1), str(s2),
+        _blast_evalue(float(r["evalue"])), _blast_bits(float(r["bit_score"])),
+    ]  # fmt: skip
+
+
+def write_tabular(path: str | os.PathLike[str], rows: Sequence[dict[str, Any]]) -> None:
+    """Local. Write hits as BLAST tabular output (``-outfmt 6``: the columns of
+    :data:`TABULAR_COLUMNS`, tab-separated, no header; the file appears whole or not at
+    all)."""
+    from hpc.io import atomic_open
+
+    with atomic_open(path) as fh:
+        for r in rows:
+            fh.write("\t".join(tabular_fields(r)) + "\n")

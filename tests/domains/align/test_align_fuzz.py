@@ -31,7 +31,7 @@ from tests.fuzz import fuzz
 Align = pytest.importorskip("Bio.Align")
 
 PROTEIN = "ARNDCQEGHILKMFPSTWYVBZX*"
-NAMED = ("BLOSUM45", "BLOSUM50", "BLOSUM62", "BLOSUM80", "PAM250")
+NAMED = ("BLOSUM45", "BLOSUM50", "BLOSUM62", "BLOSUM80", "BLOSUM90", "PAM30", "PAM70", "PAM250")
 DNA_LETTERS = "ACGTNRYKMU"  # U reads as T, the IUPAC codes as N
 MODES = ("local", "global", "semi-global")
 LONG = 10_000
