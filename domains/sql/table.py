@@ -144,14 +144,7 @@ class Decimals(Column):
 
         parts = self.chunk_words()
         starts = np.array([p[0] for p in parts], dtype=np.int64)
-        if len(index) < 2 or bool((index[1:] >= index[:-1]).all()):  # a filter's rows
-            order = np.empty(0, dtype=np.int64)
-            bounds = np.searchsorted(index, np.append(starts, self._n))
-        else:  # a join's rows: grouped by chunk first (a stable radix sort of 16-bit ids)
-            chunk = np.searchsorted(starts, index, side="right") - 1
-            order = np.argsort(chunk.astype(np.int16 if len(parts) < 2**15 else np.int64),
-                               kind="stable")
-            bounds = np.concatenate([[0], np.cumsum(np.bincount(chunk, minlength=len(parts)))])
+        order, bounds = chunk_positions(starts, index, self._n)
         out = np.empty(len(index), dtype=np.float64)
         if decimal_gather(read_only_list([p[1] for p in parts]), starts, parts[0][2], index,
                           order, bounds, float(10 ** parts[0][3]), out):
@@ -160,6 +153,22 @@ class Decimals(Column):
 
 
 _SELECTIVE = 4  # gathers of at most 1/_SELECTIVE of the rows convert only those rows
+
+
+def chunk_positions(starts: np.ndarray, index: np.ndarray, n: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``index`` of a column of ``n`` rows held in chunks that start at rows ``starts``,
+    grouped by chunk: ``(order, bounds)``, the positions in ``index`` of chunk ``c``'s rows
+    being ``order[bounds[c]:bounds[c + 1]]`` (``order`` empty for an ascending ``index``, a
+    filter's rows: then ``bounds[c]`` to ``bounds[c + 1]`` themselves)."""
+    if len(index) < 2 or bool((index[1:] >= index[:-1]).all()):
+        return np.empty(0, dtype=np.int64), np.searchsorted(index, np.append(starts, n))
+    # a join's rows: grouped by chunk first (a stable radix sort of 16-bit ids)
+    chunk = np.searchsorted(starts, index, side="right") - 1
+    order = np.argsort(chunk.astype(np.int16 if len(starts) < 2**15 else np.int64),
+                       kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(chunk, minlength=len(starts)))])
+    return order, bounds
 
 
 class Rows:

@@ -164,7 +164,8 @@ def _sum(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLTyp
         return _make(total, agg.type, counts > 0)
     if t.kind not in ("integer", "decimal", "boolean"):
         raise SQLError(f"SUM of {t}")
-    total, counts, overflowed = _exact_sum(ids, col.values.astype(np.int64), mask, ngroups)
+    total, counts, overflowed = _exact_sum(ids, col.values.astype(np.int64, copy=False),
+                                           mask, ngroups)
     if bool(overflowed.any()):
         raise SQLError(f"overflow in SUM: the sum does not fit the 64 bits this engine holds "
                        f"{agg.type} in")
@@ -178,7 +179,7 @@ def _sum(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLTyp
 def _avg(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLType,
          mask: np.ndarray, order: Any) -> Column:
     if t.kind in ("integer", "decimal"):  # the exact sums count the rows too
-        total, counts, overflowed = _exact_sum(ids, col.values.astype(np.int64), mask,
+        total, counts, overflowed = _exact_sum(ids, col.values.astype(np.int64, copy=False), mask,
                                                ngroups)
         present = counts > 0
         sums = total.astype(np.float64)

@@ -27,6 +27,7 @@ from .columns import carried_keys, group_keys, sort_order, stack
 from .evaluate import Batch, evaluate
 from .exchange import Ranks, agree, exchange, global_count_many, mark_global, skewed
 from .join import Side, join
+from .lazy_decimals import lazy_decimal
 from .partial_aggregates import merged, partial_states
 from .window import window_columns
 
@@ -296,6 +297,9 @@ class Executor:
 def _physical(c: Column, t: Any) -> Column:
     """A scanned column in the physical form of its logical type."""
     if t.kind == "decimal" and c.kind != "decimal":
+        lazy = lazy_decimal(c, t.scale)  # converted when read: only the rows kept, if few
+        if lazy is not None:
+            return lazy
         exact = c.unscaled(t.scale) if isinstance(c, Decimals) else None
         if exact is None:  # through float64: exact up to 15 digits
             exact = np.rint(np.asarray(c.values, dtype=np.float64) * 10.0 ** t.scale).astype(
