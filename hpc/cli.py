@@ -183,6 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_excepthook()
     keep_freed_memory()  # columnar kernels reuse their memory instead of faulting it in
     args = build_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
+    args.argv = ["hpc", *(sys.argv[1:] if argv is None else argv)]  # for run records
     try:
         return int(args.func(args) or 0)
     except (HPCError, ValueError, OSError) as exc:

@@ -5,6 +5,13 @@ Examples::
     mpirun -n 2 hpc risk price examples/portfolio.json --paths 1e7 --out risk.h5
     hpc risk price examples/portfolio.json --executor dask
     hpc risk price examples/portfolio.json --executor local --backend gpu
+    mpirun -n 4 hpc risk price book.json --paths 1e9 --journal run.j --out risk.h5 \
+        --metrics /var/lib/node_exporter/hpc.prom   # rerun the same line after a kill
+
+``--journal DIR`` journals every finished batch of paths (scenarios) and resumes from it:
+rerun the same command line after a crash or preemption, on any rank count or executor, and
+the results are bitwise those of an uninterrupted run (:mod:`hpc.journal`). ``--out`` files
+carry a run record (:mod:`hpc.runrecord`); a progress bar shows on a terminal.
 
 Every instrument is priced by :func:`.engine.price` (American options by Longstaff-Schwartz,
 on the same executor; their regression runs on the host whatever ``--backend`` says).
@@ -20,6 +27,7 @@ from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
 from hpc.errors import UsageError, on_all_ranks
+from hpc.jobs import add_job_options
 
 __all__ = ["add_parser"]
 
@@ -44,6 +52,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--out", default=None, help="HDF5 file for the results table 'prices'")
     p.add_argument("--json", action="store_true", help="print the results as one JSON line")
+    add_job_options(p)
     p.set_defaults(func=_price)
     v = cmds.add_parser("var", help="value at risk and expected shortfall of a risk book")
     v.add_argument("book", help="book file (.json, .yaml): market and positions")
@@ -59,6 +68,7 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--var-level", type=float, default=0.99)
     v.add_argument("--es-level", type=float, default=0.975)
     v.add_argument("--json", action="store_true", help="print the result as one JSON line")
+    add_job_options(v)
     v.set_defaults(func=_var)
 
 
@@ -83,8 +93,6 @@ def _check_out(out: str | None) -> None:
 
 
 def _price(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from hpc.backend import BackendUnavailableError, get_backend
 
     from .american import American
@@ -103,45 +111,74 @@ def _price(args: argparse.Namespace) -> int:
         backend = get_backend(getattr(args, "backend", None))
     except BackendUnavailableError as exc:  # the same answer on every rank of a node
         raise on_all_ranks(UsageError(f"--backend {args.backend}: {exc}")) from None
-    rows: list[dict[str, Any]] = []
-    for i, (name, option) in enumerate(zip(book.names, book.instruments, strict=True)):
-        # one entry point: American options go to Longstaff-Schwartz on the same executor
-        r = price(
-            book.model,
-            option,
-            paths=int(args.paths),
-            seed=args.seed,
-            stream=i,
-            antithetic=not args.no_antithetic,
-            control_variate=not args.no_control_variate,
-            executor=args.executor,
-            comm=comm,
-            scheduler=args.scheduler,
-            backend=backend,
-        )
-        rows.append(_row(name, option, r))
-        _show(comm, args, name, r)
-    if args.out:
-        from hpc.io import write_table
+    from hpc.jobs import Job, journal_key
 
-        mine = rows if comm.rank == 0 else []
-        columns = {
-            key: np.array(
-                [row[key] for row in mine],
-                dtype=object
-                if key in ("name", "type")
-                else np.float64
-                if key != "paths"
-                else np.int64,
-            )
-            for key in rows[0]
-        }
-        for key in ("name", "type"):
-            columns[key] = np.array([str(v) for v in columns[key]], dtype=str)
-        write_table(args.out, "prices", columns, comm=comm)
+    key = journal_key(args, backend=backend.name, portfolio=_digest(args.portfolio))
+    total = float(args.paths) * len(book.instruments)
+    with Job(args, comm, unit="paths", total=total, backend=backend, key=key) as job:
+        rows: list[dict[str, Any]] = []
+        for i, (name, option) in enumerate(zip(book.names, book.instruments, strict=True)):
+            # one entry point: American options go to Longstaff-Schwartz on the same executor
+            with job.progress.phase(args.paths):
+                r = price(
+                    book.model,
+                    option,
+                    paths=int(args.paths),
+                    seed=args.seed,
+                    stream=i,
+                    antithetic=not args.no_antithetic,
+                    control_variate=not args.no_control_variate,
+                    executor=args.executor,
+                    comm=comm,
+                    scheduler=args.scheduler,
+                    backend=backend,
+                )
+            rows.append(_row(name, option, r))
+            if not args.json:
+                job.write(_line(name, r))
+        job.finish(
+            work=float(sum(row["paths"] for row in rows)),
+            work_unit="paths",
+            extra={"executor": args.executor},
+        )
+        if args.out:
+            _write_prices(args.out, rows, comm, job)
     if comm.rank == 0 and args.json:
         print(json.dumps(rows))
     return 0
+
+
+def _digest(path: str) -> str:
+    """SHA-256 of an input file: a journal is resumed only for the same content."""
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _write_prices(out: str, rows: list[dict[str, Any]], comm: Any, job: Any) -> None:
+    """Collective. The table ``prices`` and the run record into ``out``, atomically: a kill
+    leaves the old file (or none), never half a file. An existing file keeps its other
+    content (it is copied into the temporary first)."""
+    import shutil
+
+    import numpy as np
+    from hpc.io import atomic_output, write_table
+
+    mine = rows if comm.rank == 0 else []
+    columns = {
+        key: np.array(
+            [row[key] for row in mine],
+            dtype=object if key in ("name", "type") else np.float64 if key != "paths" else np.int64,
+        )
+        for key in rows[0]
+    }
+    for key in ("name", "type"):
+        columns[key] = np.array([str(v) for v in columns[key]], dtype=str)
+    with atomic_output(out, comm) as tmp:
+        if comm.rank == 0 and Path(out).is_file():
+            shutil.copyfile(out, tmp)  # the collective open in write_table waits for this
+        write_table(tmp, "prices", columns, comm=comm)
+        job.write_record(tmp)
 
 
 def _row(name: str, option: Any, r: Any) -> dict[str, Any]:
@@ -160,23 +197,19 @@ def _row(name: str, option: Any, r: Any) -> dict[str, Any]:
     }
 
 
-def _show(comm: Any, args: argparse.Namespace, name: str, r: Any) -> None:
-    if comm.rank == 0 and not args.json:
-        print(
-            f"{name:>20s}  {r.price:12.6f} +- {r.stderr:.6f}  "
-            f"[{r.ci95[0]:.6f}, {r.ci95[1]:.6f}]  {r.paths:,} paths  "
-            f"{r.paths / max(r.seconds, 1e-12):.3g} paths/s",
-            flush=True,
-        )
+def _line(name: str, r: Any) -> str:
+    return (
+        f"{name:>20s}  {r.price:12.6f} +- {r.stderr:.6f}  "
+        f"[{r.ci95[0]:.6f}, {r.ci95[1]:.6f}]  {r.paths:,} paths  "
+        f"{r.paths / max(r.seconds, 1e-12):.3g} paths/s"
+    )
 
 
 def _var(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    import numpy as np
-
     from .portfolio import PortfolioError, load_book
-    from .var import historical_var, monte_carlo_var
+    from .var import monte_carlo_var
 
     comm = hpc.world()
     try:
@@ -192,34 +225,30 @@ def _var(args: argparse.Namespace) -> int:
         args.scenarios = _count("--scenarios", args.scenarios, 1)
     horizon = args.horizon_days / 250.0
     levels = dict(var_level=args.var_level, es_level=args.es_level)
-    if args.method == "mc":
-        res = monte_carlo_var(
-            market,
-            positions,
-            horizon,
-            int(args.scenarios),
-            args.seed,
-            executor="mpi",
-            comm=comm,
-            **levels,
-        )
-    else:
-        if not args.returns or ":" not in args.returns:
-            raise on_all_ranks(UsageError("--method historical needs --returns FILE.h5:TABLE"))
-        from hpc.io import read_table
+    from hpc.backend import get_backend
+    from hpc.jobs import Job, journal_key
 
-        file, table = args.returns.rsplit(":", 1)
-        columns = read_table(file, table)
-        if not columns:
-            raise UsageError(f"--returns {args.returns}: the table has no columns")
-        for name, column in columns.items():
-            if np.asarray(column).dtype.kind not in "iuf":
-                raise UsageError(
-                    f"--returns {args.returns}: column {name!r} is not numeric "
-                    f"({np.asarray(column).dtype})"
+    backend = get_backend(None)
+    if args.method == "historical" and (not args.returns or ":" not in args.returns):
+        raise on_all_ranks(UsageError("--method historical needs --returns FILE.h5:TABLE"))
+    key = journal_key(args, backend=backend.name, book=_digest(args.book))
+    total = float(args.scenarios) if args.method == "mc" else None
+    with Job(args, comm, unit="scenarios", total=total, backend=backend, key=key) as job:
+        if args.method == "mc":
+            with job.progress.phase(args.scenarios):
+                res = monte_carlo_var(
+                    market,
+                    positions,
+                    horizon,
+                    int(args.scenarios),
+                    args.seed,
+                    executor="mpi",
+                    comm=comm,
+                    **levels,
                 )
-        returns = np.column_stack([np.asarray(c, dtype=np.float64) for c in columns.values()])
-        res = historical_var(market, positions, returns, horizon, **levels)
+        else:
+            res = _historical(args, market, positions, horizon, levels)
+        job.finish(work=float(res.scenarios), work_unit="scenarios")
     if comm.rank == 0:
         if args.json:
             print(json.dumps(asdict(res)))
@@ -230,3 +259,26 @@ def _var(args: argparse.Namespace) -> int:
             )
             print(f"VaR {res.var_level:.1%}: {res.var:.4f}   ES {res.es_level:.1%}: {res.es:.4f}")
     return 0
+
+
+def _historical(
+    args: argparse.Namespace, market: Any, positions: Any, horizon: float, levels: Any
+) -> Any:
+    """VaR and ES from the daily log returns of ``--returns FILE.h5:TABLE``."""
+    import numpy as np
+    from hpc.io import read_table
+
+    from .var import historical_var
+
+    file, table = args.returns.rsplit(":", 1)
+    columns = read_table(file, table)
+    if not columns:
+        raise UsageError(f"--returns {args.returns}: the table has no columns")
+    for name, column in columns.items():
+        if np.asarray(column).dtype.kind not in "iuf":
+            raise UsageError(
+                f"--returns {args.returns}: column {name!r} is not numeric "
+                f"({np.asarray(column).dtype})"
+            )
+    returns = np.column_stack([np.asarray(c, dtype=np.float64) for c in columns.values()])
+    return historical_var(market, positions, returns, horizon, **levels)

@@ -3,6 +3,7 @@
 Examples::
 
     hpc vector build --synthetic 100000 --dim 64 --index ivfflat --nlist 256 --out index.h5
+    hpc vector build --synthetic 1e7 --index ivfpq --journal build.j --out big.h5  # resumable
     hpc vector search --index index.h5 --data data.h5 -k 10 --nprobe 8 --out hits.h5
     mpirun -n 2 hpc vector eval --synthetic 200000 --index ivfpq --nprobe 1,2,4,8,16 \\
         --plot recall.png --json
@@ -18,6 +19,7 @@ from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
 from hpc.errors import UsageError, check_output_path, on_all_ranks
+from hpc.jobs import add_job_options
 
 __all__ = ["add_parser"]
 
@@ -54,6 +56,12 @@ def add_parser(sub: Any) -> None:
     _data_options(b)
     _index_options(b)
     b.add_argument("--out", required=True, help="index file (HDF5)")
+    add_job_options(
+        b,
+        journal_help="journal the k-means iterations and the list filling in DIR and resume "
+        "from it when it exists (the saved index is bitwise that of an uninterrupted build); "
+        "removed when the index is saved",
+    )
     b.set_defaults(func=_build)
     s = cmds.add_parser("search", help="search the test vectors of --data in a saved index")
     s.add_argument("--index", dest="index_file", required=True, help="index file from build")
@@ -126,20 +134,84 @@ def _check_out(args: argparse.Namespace) -> None:
         raise on_all_ranks(exc) from None
 
 
+def _backend(args: argparse.Namespace) -> Any:
+    """Collective. The backend, chosen by every rank: its first choice is collective (the
+    node's cores are shared among the ranks), so under ``mpirun`` rank 0 must not make it
+    alone while the others have left."""
+    from hpc.backend import BackendUnavailableError, get_backend
+
+    name = getattr(args, "backend", None)
+    try:
+        return get_backend(name)
+    except (BackendUnavailableError, ValueError) as exc:  # the same answer on every rank
+        raise on_all_ranks(UsageError(f"--backend {name}: {exc}")) from None
+
+
 def _build(args: argparse.Namespace) -> int:
     _check_out(args)
     comm = hpc.world()
+    backend = _backend(args)
     if comm.Get_rank() != 0:
         return 0
+    from hpc.io import atomic_output
+
+    from hpc.comm import self_comm
+    from hpc.jobs import Job, journal_key
+
     ds, _ = _load_data(args, comm, shard=False)
     index = _make_index(args, ds.train.shape[1], ds.metric)
-    t0 = time.perf_counter()
-    index.train(ds.train)
-    index.add(ds.train)
-    seconds = time.perf_counter() - t0
-    index.save(args.out)
-    print(f"{index!r}: built in {seconds:.2f} s, saved to {args.out}")
+    n, dim = ds.train.shape
+    key = journal_key(args, backend=backend.name, data=_data_identity(args.data))
+    # progress in vectors: every k-means iteration passes over its sample, filling over all
+    ivf = args.kind != "flat"
+    sample = min(n, index.nlist * index.max_points_per_centroid) if ivf else 0
+    train_units = sample * (index.niter + 1) if ivf else 0
+    # one process builds: the journal, bar and record are this process's alone
+    with Job(
+        args, self_comm(), unit="vectors", total=train_units + n, backend=backend, key=key
+    ) as job:
+        t0 = time.perf_counter()
+        with job.progress.phase(train_units):
+            index.train(ds.train)
+        with job.progress.phase(n):
+            index.add(ds.train)
+        seconds = time.perf_counter() - t0
+        flops = _build_flops(args.kind, n, sample, dim, index)
+        figures: dict[str, Any] = {"work": float(n), "work_unit": "vectors"}
+        if flops:  # the assignments are GEMMs: set against this device's GEMM rate
+            from hpc.runrecord import gemm_peak_flops
+
+            figures.update(
+                limit=gemm_peak_flops(backend) / 1e9,
+                limit_unit="GFLOP/s",
+                achieved=flops / max(seconds, 1e-12) / 1e9,
+            )
+        job.finish(**figures, extra={"index": args.kind, "build_seconds": seconds})
+        with atomic_output(args.out) as tmp:
+            index.save(tmp)
+            job.write_record(str(tmp), group=None)  # index files hold datasets only
+        job.write(f"{index!r}: built in {seconds:.2f} s, saved to {args.out}")
     return 0
+
+
+def _data_identity(path: str | None) -> Any:
+    """Size and modification time of ``--data`` (hashing gigabytes would cost more than the
+    build): a journal is resumed only for the same file."""
+    if path is None:
+        return None
+    import os
+
+    st = os.stat(path)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _build_flops(kind: str, n: int, sample: int, dim: int, index: Any) -> float:
+    """Floating-point operations of the GEMMs of a build: k-means assignments of the sample
+    (``niter + 1`` passes) and the list assignment of every vector, ``2 dim`` per pair."""
+    if kind == "flat":
+        return 0.0
+    pairs = sample * index.nlist * (index.niter + 1) + n * index.nlist
+    return 2.0 * dim * pairs
 
 
 def _search(args: argparse.Namespace) -> int:
@@ -147,6 +219,7 @@ def _search(args: argparse.Namespace) -> int:
 
     _check_out(args)
     comm = hpc.world()
+    _backend(args)
     if comm.Get_rank() != 0:
         return 0
     index = load_index(args.index_file)

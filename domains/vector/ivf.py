@@ -29,6 +29,9 @@ from .kmeans import kmeans
 
 __all__ = ["IVFFlatIndex", "IVFPQIndex"]
 
+# vectors per block of list filling (``add``): rows are assigned and encoded in blocks of this
+# many, whatever the batching, so a journaled build resumes bitwise (hpc.run.map_blocks)
+FILL_BLOCK = 1 << 15
 GEMM_MIN_PAIRS_PER_LIST = 8  # queries per probed list (on average) from which lists are GEMMs
 
 
@@ -166,6 +169,35 @@ class _IVF(VectorIndex):
         _, lists = self._coarse(x, 1)
         return lists[:, 0].astype(np.int64)
 
+    def _fill(self, a: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """Local. Every row's list and (``m > 0``) its ``m`` PQ codes, computed in blocks of
+        :data:`FILL_BLOCK` rows by :func:`hpc.run.map_blocks`: inside a journal the finished
+        blocks are journaled, inside a progress phase they are counted."""
+        from hpc.run import map_blocks
+
+        n = a.shape[0]
+        block = min(FILL_BLOCK, n)
+        nblocks = -(-n // block)
+        width = block * (1 + m)
+
+        def rows(first: int, count: int) -> np.ndarray:
+            out = np.full((count, width), -1.0)
+            for r in range(count):
+                lo, hi = (first + r) * block, min(n, (first + r + 1) * block)
+                lists = self._assign(a[lo:hi])
+                out[r, : hi - lo] = lists
+                if m:
+                    codes = self.encode(a[lo:hi], lists)  # type: ignore[attr-defined]
+                    out[r, block : block + (hi - lo) * m] = codes.reshape(-1)
+            return out
+
+        got = map_blocks(rows, nblocks, width, executor="local")
+        lists = got[:, :block].reshape(-1)[:n].astype(np.int64)
+        if not m:
+            return lists, None
+        codes = got[:, block:].reshape(nblocks * block, m)[:n].astype(np.uint8)
+        return lists, codes
+
     def _merge_rows(self, lists: np.ndarray, ids: np.ndarray, rows: dict[str, np.ndarray]) -> None:
         """Insert new rows into the CSR arrays (stable: older rows first within a list)."""
         old_lists = np.repeat(np.arange(self.nlist, dtype=np.int64), self.list_sizes)
@@ -268,7 +300,7 @@ class IVFFlatIndex(_IVF):
         a = self._check_vectors(x)
         new_ids = self._check_new_ids(ids, a.shape[0])
         if a.shape[0]:
-            lists = self._assign(a)
+            lists, _ = self._fill(a, 0)
             self._merge_rows(lists, new_ids, {"vectors": a, "norms": np.einsum("ij,ij->i", a, a)})
         return new_ids
 
@@ -498,17 +530,40 @@ class IVFPQIndex(_IVF):
         res = a - self.centroids[self._assign(a)]
         res = np.ascontiguousarray(res, dtype=np.float32)
         # all sub-quantizers trained together: Lloyd iterations from distinct sample rows
-        rng = np.random.default_rng(self.seed + 2)
-        books = np.empty((self.m, self.ksub, self.dsub), dtype=np.float32)
-        for s in range(self.m):
-            rows = np.sort(rng.choice(res.shape[0], size=self.ksub, replace=False))
-            books[s] = res[rows, s * self.dsub : (s + 1) * self.dsub]
+        niter = max(1, self.niter)
+        snapshot, saved = self._pq_resume(res.shape[0], niter)
+        if saved is not None:  # a journaled build killed after iteration `start`
+            start, books = saved
+        else:
+            start = 0
+            rng = np.random.default_rng(self.seed + 2)
+            books = np.empty((self.m, self.ksub, self.dsub), dtype=np.float32)
+            for s in range(self.m):
+                rows = np.sort(rng.choice(res.shape[0], size=self.ksub, replace=False))
+                books[s] = res[rows, s * self.dsub : (s + 1) * self.dsub]
         codes = np.empty((res.shape[0], self.m), dtype=np.uint8)
-        for _ in range(max(1, self.niter)):
+        for it in range(start, niter):
             K.assign_to_codes(res, books, codes)
             K.pq_update(res, codes, books)
+            if snapshot is not None:
+                snapshot.save(it + 1, {"codebooks": books})
         self.codebooks = books
         self._precompute()
+
+    def _pq_resume(self, n: int, niter: int) -> tuple[Any, tuple[int, np.ndarray] | None]:
+        """The journal's state of the codebook iterations (inside ``with Journal(...)``)."""
+        from hpc.journal import active_journal
+
+        journal = active_journal()
+        if journal is None:
+            return None, None
+        meta = dict(m=self.m, ksub=self.ksub, dsub=self.dsub, n=n, niter=niter, seed=self.seed)
+        snapshot = journal.snapshot("pq-codebooks", meta)
+        saved = snapshot.load()
+        if saved is None:
+            return snapshot, None
+        step, arrays = saved
+        return snapshot, (step, np.array(arrays["codebooks"], dtype=np.float32))
 
     def _precompute(self) -> None:
         """``||r||^2 + 2 c.r`` per (list, sub-space, code): the query-independent L2 term."""
@@ -533,8 +588,8 @@ class IVFPQIndex(_IVF):
         a = self._check_vectors(x)
         new_ids = self._check_new_ids(ids, a.shape[0])
         if a.shape[0]:
-            lists = self._assign(a)
-            rows = {"codes": self.encode(a, lists)}
+            lists, codes = self._fill(a, self.m)
+            rows = {"codes": codes}
             if self.keep_vectors:
                 rows["vectors"] = a
             self._merge_rows(lists, new_ids, rows)

@@ -96,11 +96,17 @@ def kmeans(
     if n > k * max_points_per_centroid:
         x = x[np.sort(rng.choice(n, size=k * max_points_per_centroid, replace=False))]
         n = x.shape[0]
-    centroids = _init(x, k, init, rng)
+    niter = max(1, niter)
+    snapshot, first = _resume(k, x.shape, niter, init, seed, spherical)
+    if first is not None:  # a journaled run killed after iteration `it`: continue from there
+        it0, centroids = first
+    else:
+        it0, centroids = 0, _init(x, k, init, rng)
+    counter = _progress(niter + 1, it0)
     xp = be.xp
     xd = xp.asarray(x)
     assign = np.zeros(n, dtype=np.int64)
-    for it in range(max(1, niter) + 1):
+    for it in range(it0, niter + 1):
         if spherical:
             norms_c = np.sqrt((centroids.astype(np.float64) ** 2).sum(axis=1))
             centroids = (centroids / np.maximum(norms_c, 1e-30)[:, None]).astype(np.float32)
@@ -110,7 +116,9 @@ def kmeans(
             xd, cd, cn, xp.arange(k, dtype=xp.int64), 1, not spherical, backend=be, exact=False
         )
         assign = to_host(a)[:, 0].astype(np.int64)
-        if it == max(1, niter):
+        if counter is not None:
+            counter.add(1)
+        if it == niter:
             break
         sums = np.zeros((k, x.shape[1]), dtype=np.float64)
         counts = np.zeros(k, dtype=np.int64)
@@ -125,4 +133,40 @@ def kmeans(
             counts[big] -= counts[c]
             counts[big] = max(counts[big], 1)
         centroids = (sums / counts[:, None]).astype(np.float32)
+        if snapshot is not None:
+            snapshot.save(it + 1, {"centroids": centroids})
+    if counter is not None:
+        counter.close()
     return centroids, assign
+
+
+def _resume(
+    k: int, shape: tuple[int, ...], niter: int, init: str, seed: int, spherical: bool
+) -> tuple[Any, tuple[int, np.ndarray] | None]:
+    """The journal's state of this k-means run (inside ``with hpc.journal.Journal(...)``):
+    the snapshot to save each iteration to, and ``(iteration, centroids)`` saved by a run
+    that was killed (None: start afresh)."""
+    from hpc.journal import active_journal
+
+    journal = active_journal()
+    if journal is None:
+        return None, None
+    meta = dict(k=k, n=shape[0], dim=shape[1], niter=niter, init=init, seed=seed)
+    snapshot = journal.snapshot("kmeans", {**meta, "spherical": spherical})
+    saved = snapshot.load()
+    if saved is None:
+        return snapshot, None
+    step, arrays = saved
+    return snapshot, (step, np.array(arrays["centroids"], dtype=np.float32))
+
+
+def _progress(total: int, done: int) -> Any:
+    """A counter of iterations for the progress bar of an enclosing phase (or None)."""
+    from hpc.progress import active_phase
+
+    phase = active_phase()
+    if phase is None:
+        return None
+    counter = phase.counter(total)
+    counter.resumed(done)
+    return counter
