@@ -5,6 +5,8 @@ element to detect a product's overflow."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit, prange
 
@@ -23,12 +25,15 @@ def _magnitude(x):  # type: ignore[no-untyped-def]
 @njit(parallel=True, nogil=True, cache=True)
 def _run(op, a, b, valid, use_valid, lo, hi, out):  # type: ignore[no-untyped-def]
     # in unsigned arithmetic, which wraps by definition: signed overflow is undefined to
-    # the compiler, which may fold the usual after-the-fact tests away
+    # the compiler, which may fold the usual after-the-fact tests away. An operand of one
+    # element is a constant: read, never broadcast into a column of copies
     n = out.shape[0]
     bad = 0
+    a_step = 1 if a.shape[0] == n else 0
+    b_step = 1 if b.shape[0] == n else 0
     for i in prange(n):
-        x = a[i]
-        y = b[i]
+        x = a[i * a_step]
+        y = b[i * b_step]
         ux = np.uint64(x)
         uy = np.uint64(y)
         if op == 0:
@@ -53,13 +58,27 @@ def _run(op, a, b, valid, use_valid, lo, hi, out):  # type: ignore[no-untyped-de
 _OPS = {"add": 0, "sub": 1, "mul": 2}
 
 
+def _operand(x: Any) -> np.ndarray:
+    """An operand as contiguous int64; a constant (a scalar, or a column broadcast from one
+    value) as one element, which the kernel reads for every row."""
+    x = np.atleast_1d(np.asarray(x, dtype=np.int64))
+    if x.ndim == 1 and x.shape[0] > 1 and x.strides[0] == 0:
+        x = x[:1]
+    return np.ascontiguousarray(x)
+
+
 def checked(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray | None,
             lo: int, hi: int) -> tuple[np.ndarray, bool]:
     """``(a op b, overflowed)`` for ``op`` in add, sub, mul over equal-length int64 arrays
     (a scalar operand is broadcast); rows where ``valid`` is False never count."""
-    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64))
-    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
-    out = np.empty(a.shape[0], dtype=np.int64)
+    a, b = _operand(a), _operand(b)
+    if a.shape[0] == b.shape[0] or b.shape[0] == 1:
+        n = a.shape[0]
+    elif a.shape[0] == 1:
+        n = b.shape[0]
+    else:
+        raise ValueError(f"checked {op}: operands of {a.shape[0]} and {b.shape[0]} rows")
+    out = np.empty(n, dtype=np.int64)
     use = valid is not None
     v = valid if use else np.ones(1, dtype=np.bool_)
     bad = _run(_OPS[op], a, b, v, use, np.int64(lo), np.int64(hi), out)

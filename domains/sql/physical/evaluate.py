@@ -437,8 +437,11 @@ def _arith(e: E.Call, batch: Batch) -> Column:
     if e.name == "mul":
         x = _scaled(a, a_e.type, _scale_of(a_e.type), t, what)
         y = _scaled(b, b_e.type, _scale_of(b_e.type), t, what)
+        scale = _scale_of(a_e.type) + _scale_of(b_e.type)
+        if scale == t.scale:  # DuckDB's product type: the range checked in the same pass
+            return _make(_checked("mul", x, y, valid, t, what), t, valid)
         r = _checked("mul", x, y, valid, SQLType("integer", 64), what)
-        r = _rescale(r, _scale_of(a_e.type) + _scale_of(b_e.type), t.scale, valid, t, what)
+        r = _rescale(r, scale, t.scale, valid, t, what)
         _check_range(r, valid, t, what)
         return _make(r, t, valid)
     x = _scaled(a, a_e.type, t.scale, t, what)

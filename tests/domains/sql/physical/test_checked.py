@@ -60,3 +60,23 @@ def test_group_sums_are_exact_or_say_they_overflow(rows):
         assert bool(over[g]) == (not I64[0] <= exact <= I64[1])
         if not over[g]:
             assert int(sums[g]) == exact
+
+
+@fuzz(100)
+@given(st.lists(st.integers(*I64), min_size=0, max_size=30), st.integers(*I64),
+       st.sampled_from(sorted(OPS)), st.booleans(), st.booleans())
+def test_a_constant_operand_is_read_for_every_row(values, constant, op, first, view):
+    # a constant as a Python scalar or as a column broadcast from one value (stride 0), on
+    # either side: the same rows as the constant written out, and no row more
+    column = np.array(values, dtype=np.int64)
+    if view:
+        const = np.broadcast_to(np.array(constant, dtype=np.int64), column.shape)
+    else:
+        const = constant
+    a, b = (const, column) if first else (column, const)
+    out, bad = checked(op, a, b, None, *I64)
+    assert len(out) == len(values)
+    expect = [_expect(op, *((constant, v) if first else (v, constant)), *I64) for v in values]
+    assert bad == any(over for _, over in expect)
+    if not bad:
+        assert out.tolist() == [e for e, _ in expect]
