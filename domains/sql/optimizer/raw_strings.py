@@ -3,15 +3,17 @@
 
 Two kinds of column stay raw:
 
-- **Filtered by entries.** A column its scan's filter reads only through per-entry
-  predicates (LIKE, ILIKE, STARTS_WITH, a comparison with a constant, IN a list of
-  constants, IS NULL): the predicates run once per dictionary entry (a free-text column of
-  millions of distinct entries is never sorted). Read nowhere else, it is dropped right
+- **Filtered by entries.** A column its scan's filter reads only entry by entry: through
+  per-entry predicates (LIKE, ILIKE, STARTS_WITH, a comparison with a constant, IN a list
+  of constants, IS NULL) or per-entry string functions of constants (SUBSTRING, LOWER,
+  UPPER, LENGTH, TRIM, REPLACE, STRPOS, LEFT, RIGHT: their result is a sorted column of its
+  own). These run once per dictionary entry (a free-text column of millions of distinct
+  entries is never sorted). Read nowhere else, it is dropped right
   after the filter; read above as anything but a carried column, it is settled there
   (``Filter.settle``: a sorted dictionary of the strings of the rows the filter keeps).
 - **Carried.** A column every operator above only passes along (late materialisation): an
   output column, a bare GROUP BY key, a column joins, filters, sorts and limits carry
-  without reading it, or one read by per-entry predicates. It moves as row references
+  without reading it, or one read entry by entry as above. It moves as row references
   through the joins and is settled once, on the rows that remain (TPC-H Q10's customer
   names, addresses and comments: 20 rows of 150,000). The operators settle it where they
   must: an exchange before shipping rows, an aggregate whose other keys do not determine
@@ -27,10 +29,14 @@ from dataclasses import replace
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 
-__all__ = ["raw_strings", "carried_columns"]
+__all__ = ["raw_strings", "carried_columns", "compared"]
 
 _PER_ENTRY = frozenset({"like", "ilike", "starts_with", "eq", "ne", "lt", "le", "gt", "ge",
                         "in", "is_null", "is_not_null"})
+# string functions of one string and constants, computed once per dictionary entry: their
+# result is a column of its own (sorted), so they read a raw column as well as a settled one
+_PER_ENTRY_FUNCTIONS = frozenset({"lower", "upper", "length", "trim", "ltrim", "rtrim",
+                                  "substring", "replace", "strpos", "left", "right"})
 
 
 def raw_strings(plan: P.Node) -> P.Node:
@@ -57,16 +63,13 @@ def carried_columns(plan: P.Node) -> set[str]:
         elif isinstance(node, P.Aggregate):
             _passed(node.keys, renamed, blocked)
             for _, a in node.aggregates:
-                blocked |= E.refs(a)
-        elif isinstance(node, P.Filter):
-            blocked |= {n for n in E.refs(node.condition)
-                        if not _per_entry_only(node.condition, n)}
+                blocked |= compared(a)
         elif isinstance(node, P.Window):
-            blocked |= {n for w in [*node.partition, *(k.expr for k in node.order)]
-                        for n in E.refs(w)}
-            blocked |= {n for _, w in node.functions for n in E.refs(w)}
+            for e in [*node.partition, *(k.expr for k in node.order),
+                      *(w for _, w in node.functions)]:
+                blocked |= compared(e)
         elif not isinstance(node, P.Output):
-            blocked |= {n for e in P.expressions(node) for n in E.refs(e)}
+            blocked |= {n for e in P.expressions(node) for n in compared(e)}
 
     def free(name: str, seen: frozenset[str] = frozenset()) -> bool:
         if name in blocked or name in seen:
@@ -77,16 +80,32 @@ def carried_columns(plan: P.Node) -> set[str]:
             for name, _, t in node.columns if t.kind == "varchar" and free(name)}
 
 
+def compared(e: E.Expr) -> set[str]:
+    """The columns ``e`` reads other than entry by entry: not as the subject of a per-entry
+    predicate (``s LIKE 'x%'``, ``s = 'x'``, ``s IN ('a', 'b')``) or of a per-entry string
+    function (``SUBSTRING(s, 1, 2)``, ``LOWER(s)``) whose other arguments are constants."""
+    if isinstance(e, E.Ref):
+        return {e.name}
+    if isinstance(e, E.Call) and e.args:
+        subject, rest = e.args[0], e.args[1:]
+        if e.name in ("eq", "ne", "lt", "le", "gt", "ge") and isinstance(subject, E.Literal):
+            subject, rest = e.args[1], e.args[:1]
+        if (e.name in _PER_ENTRY or e.name in _PER_ENTRY_FUNCTIONS) and isinstance(
+                subject, E.Ref) and all(isinstance(a, E.Literal) for a in rest):
+            return set()
+    return {n for c in e.children for n in compared(c)}
+
+
 def _passed(pairs: tuple[tuple[str, E.Expr], ...], renamed: dict[str, list[str]],
             blocked: set[str]) -> None:
     """Columns a Project or GROUP BY passes on as they are (perhaps renamed); the columns
-    its other expressions read are blocked."""
+    its other expressions compare are blocked."""
     for name, e in pairs:
         if isinstance(e, E.Ref):
             if name != e.name:
                 renamed.setdefault(e.name, []).append(name)
         else:
-            blocked |= E.refs(e)
+            blocked |= compared(e)
 
 
 def _mark(node: P.Node, uses: dict[str, int], carried: set[str]) -> P.Node:
@@ -94,7 +113,7 @@ def _mark(node: P.Node, uses: dict[str, int], carried: set[str]) -> P.Node:
         scan = node.input
         strings = [n for n, _, t in scan.columns if t.kind == "varchar"]
         names = [n for n in strings if n in E.refs(node.condition)
-                 and _per_entry_only(node.condition, n)]
+                 and n not in compared(node.condition)]
         kept_raw = [n for n in strings if n in carried and n not in names]
         if names or kept_raw:
             raw = tuple(src for n, src, _ in scan.columns if n in names or n in kept_raw)
@@ -111,17 +130,3 @@ def _mark(node: P.Node, uses: dict[str, int], carried: set[str]) -> P.Node:
         raw = tuple(src for n, src, t in node.columns if t.kind == "varchar" and n in carried)
         return replace(node, raw=raw) if raw else node
     return node.with_inputs(tuple(_mark(c, uses, carried) for c in node.inputs))
-
-
-def _per_entry_only(e: E.Expr, name: str) -> bool:
-    """Whether every read of column ``name`` in ``e`` is a per-entry predicate of it alone
-    against constants."""
-    if isinstance(e, E.Ref):
-        return e.name != name
-    if isinstance(e, E.Call) and e.name in _PER_ENTRY and e.args and isinstance(
-            e.args[0], E.Ref) and e.args[0].name == name:
-        return all(isinstance(a, E.Literal) for a in e.args[1:])
-    if isinstance(e, E.Call) and e.name in ("eq", "ne", "lt", "le", "gt", "ge") and \
-            isinstance(e.args[1], E.Ref) and e.args[1].name == name:
-        return isinstance(e.args[0], E.Literal)
-    return all(_per_entry_only(c, name) for c in e.children)

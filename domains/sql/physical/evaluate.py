@@ -367,7 +367,9 @@ def _used_entries(col: Column) -> Column:
     remap = np.cumsum(used, dtype=np.int64) - 1
     codes = np.where(col.valid, remap[col.values], 0) if col.valid is not None else \
         remap[col.values]
-    return Column(codes.astype(np.int32), "string", d[keep], col.valid)
+    # a raw column's entries (an Arrow array, in no order) are taken by Arrow
+    kept = strings.Entries(d.words.take(keep)) if isinstance(d, strings.Entries) else d[keep]
+    return Column(codes.astype(np.int32), "string", kept, col.valid)
 
 
 _SMALL_DICTIONARY = 4096  # entries below which a per-entry function is cheap anyway
