@@ -10,11 +10,27 @@ Peers, run on the same data in the same run, turn about with ours in every repet
     A complete hand-written exchange: faces sliced out with NumPy, ``Sendrecv``, sliced back in,
     periodic self-wrap by slice assignment. Its result is checked equal to ours. Unlike the
     floor it pays for touching the strided faces of the array, as any real exchange must.
+``floor``
+    The honest floor: ``Sendrecv`` of contiguous buffers only for the messages to another rank,
+    and for a message to the rank itself (a periodic wrap with one rank along that axis) a
+    contiguous copy of the same bytes, timed in the same loop (``self_copy``: the measured copy
+    bandwidth at that size). Passing a rank's own faces through MPI (``sendrecv``) costs more
+    than the copy a real exchange needs, so ``sendrecv`` flatters ours there; both floors are
+    reported, and the target applies to ``floor``.
+
+``--sweep`` adds the workload space: 1-, 2- and 3-D periodic grids of ``--sweep-bytes``
+global bytes (``max``: the largest grid whose two copies, ours and the NumPy peer's, fit in
+half of the memory), halo widths ``--sweep-halos`` and every method, on the ranks launched
+(2 on 2 cores: more ranks than cores measure nothing but the scheduler). A table line per
+point on stderr, every point under ``sweep`` and the point of lowest ``floor`` ratio under
+``worst``. ``affinity`` records the cores of both sides (the peers run in our ranks).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import time
 from typing import Any
 
 import numpy as np
@@ -25,7 +41,15 @@ from hpc.decomposition import CartDecomposition
 from hpc.halo import HaloExchange
 from hpc.pack import as3d
 
-from .timing import memcpy_bandwidth, time_interleaved
+from .timing import (
+    affinity_record,
+    machine_record,
+    memcpy_bandwidth,
+    parse_floats,
+    print_point,
+    time_interleaved,
+    worst_point,
+)
 
 __all__ = ["add_arguments", "run"]
 
@@ -41,6 +65,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--pattern", default="sweep", choices=["sweep", "direct"], help="message pattern"
     )
     p.add_argument("--backend", default=None, help="auto, cpu or gpu (default HPC_BACKEND)")
+    p.add_argument("--sweep", action="store_true", help="also the dims x bytes x halo grid")
+    p.add_argument(
+        "--sweep-bytes",
+        default="1e4,1e6,1e8,max",
+        help="global array bytes of --sweep (max: two copies fit half of memory)",
+    )
+    p.add_argument("--sweep-dims", default="1,2,3", help="dimensions of --sweep (1,2,3)")
+    p.add_argument("--sweep-halos", default="1,2,3", help="halo widths of --sweep (1,2,3)")
+    p.add_argument(
+        "--sweep-point-seconds",
+        type=float,
+        default=2.0,
+        help="timed seconds per contender a point (repetitions fitted to it, at most --reps)",
+    )
+    p.add_argument(
+        "--sweep-budget", type=float, default=1500.0, help="seconds; later points skipped (1500)"
+    )
 
 
 def _sendrecv_peer(ex: HaloExchange, decomp: CartDecomposition) -> Any:
@@ -65,6 +106,31 @@ def _sendrecv_peer(ex: HaloExchange, decomp: CartDecomposition) -> Any:
             comm.Sendrecv(send, dest, tag, recv, source, tag)
 
     return exchange
+
+
+def _floor_peers(ex: HaloExchange, decomp: CartDecomposition) -> tuple[Any, Any, int]:
+    """The honest floor in two timed parts: ``Sendrecv`` of contiguous buffers for the messages
+    to other ranks, and a contiguous copy for those a rank sends itself (and its byte count)."""
+    comm, me, be = ex.comm, decomp.rank, decomp.backend
+    remote, local = [], []
+    for t in ex.transfers:
+        source = decomp.neighbour(tuple(-s for s in t.direction))
+        src = MPI.PROC_NULL if source is None else source
+        send, recv = be.zeros(t.count, ex.dtype), be.zeros(t.count, ex.dtype)
+        if t.peer == me and src == me:
+            local.append((send, recv))
+        else:
+            remote.append((send, recv, t.peer, src, t.send_tag))
+
+    def sendrecv_remote() -> None:
+        for send, recv, dest, source, tag in remote:
+            comm.Sendrecv(send, dest, tag, recv, source, tag)
+
+    def copy_self() -> None:
+        for send, recv in local:
+            recv[...] = send
+
+    return sendrecv_remote, copy_self, sum(int(s.nbytes) for s, _ in local)
 
 
 def _region(box: tuple[int, ...]) -> tuple[slice, ...]:
@@ -97,52 +163,185 @@ def _numpy_peer(ex: HaloExchange, decomp: CartDecomposition, a3: Any) -> Any:
     return exchange
 
 
-def _case(args: argparse.Namespace, shape: tuple[int, ...], method: str) -> dict[str, Any]:
-    comm = world()
-    decomp = CartDecomposition(shape, periodic=True, halo=args.halo, backend=args.backend)
+def _fill(decomp: CartDecomposition, a: Any) -> None:
+    """A cheap deterministic interior (one pass per axis; random numbers would take minutes
+    at the sweep's largest sizes), different on every rank and along every axis."""
     xp = decomp.backend.xp
-    a = decomp.allocate(np.float64, fill=-1.0)
-    decomp.interior(a)[...] = xp.random.default_rng(comm.rank).standard_normal(decomp.local_shape)
+    view = decomp.interior(a)
+    view[...] = float(decomp.rank) * 1e12
+    for axis, n in enumerate(decomp.local_shape):
+        shape = [1] * len(decomp.local_shape)
+        shape[axis] = n
+        view += xp.arange(n, dtype=np.float64).reshape(shape) * 10.0 ** (4 * axis)
+
+
+def _case(
+    args: argparse.Namespace,
+    shape: tuple[int, ...],
+    method: str,
+    halo: int | None = None,
+    reps: int | None = None,
+    prepared: tuple[CartDecomposition, Any] | None = None,
+) -> dict[str, Any]:
+    """Collective. Ours against the floors and the NumPy exchange on one grid and method.
+
+    ``prepared``: a decomposition and its filled array to reuse (the sweep shares them between
+    methods); else one is made with random values. ``reps``: repetitions (default ``--reps``).
+    """
+    comm = world()
+    halo = args.halo if halo is None else halo
+    if prepared is None:
+        decomp = CartDecomposition(shape, periodic=True, halo=halo, backend=args.backend)
+        xp = decomp.backend.xp
+        a = decomp.allocate(np.float64, fill=-1.0)
+        decomp.interior(a)[...] = xp.random.default_rng(comm.rank).standard_normal(
+            decomp.local_shape
+        )
+    else:
+        decomp, a = prepared
     ex = HaloExchange(decomp, np.float64, method=method, pattern=args.pattern)
     sync = decomp.backend.synchronize
-    contenders = [lambda: ex.exchange(a), _sendrecv_peer(ex, decomp)]
+    remote, self_copy, self_bytes = _floor_peers(ex, decomp)
+    contenders = [lambda: ex.exchange(a), _sendrecv_peer(ex, decomp), remote, self_copy]
     hand = None
     if not decomp.backend.is_gpu:
         hand = a.copy()
         contenders.append(_numpy_peer(ex, decomp, as3d(hand)))
-    times = time_interleaved(comm, contenders, args.reps, sync=sync)
+    times = time_interleaved(comm, contenders, args.reps if reps is None else reps, sync=sync)
     ours, peer = times[0], times[1]
+    floor = times[2] + times[3]
     nbytes = ex.bytes_sent
     ex.close()
-    peers = {"sendrecv": {"seconds": peer, "GBps": nbytes / peer / 1e9}}
-    ratio = {"sendrecv": peer / ours}
+    peers: dict[str, Any] = {"sendrecv": {"seconds": peer, "GBps": nbytes / peer / 1e9}}
+    # the slowest rank's copy bytes: the floor's time is the slowest rank's too
+    self_max = comm.allreduce(self_bytes, op=MPI.MAX)
+    peers["floor"] = {
+        "seconds": floor,
+        "GBps": nbytes / floor / 1e9,
+        "sendrecv_remote_seconds": times[2],
+        "self_copy_seconds": times[3],
+        "self_bytes_per_rank": self_max,
+        "self_copy_GBps": self_max / times[3] / 1e9 if self_max and times[3] > 0 else None,
+    }
+    ratio = {"sendrecv": peer / ours, "floor": floor / ours}
     if hand is not None:
         if not np.array_equal(hand, a):
             raise RuntimeError("the NumPy reference exchange disagrees with HaloExchange")
-        peers["numpy_sendrecv"] = {"seconds": times[2], "GBps": nbytes / times[2] / 1e9}
-        ratio["numpy_sendrecv"] = times[2] / ours
+        peers["numpy_sendrecv"] = {"seconds": times[4], "GBps": nbytes / times[4] / 1e9}
+        ratio["numpy_sendrecv"] = times[4] / ours
     return {
         "bench": "halo",
         "method": method,
         "pattern": args.pattern,
+        "halo": halo,
         "size": list(shape),
         "dims": list(decomp.dims),
         "bytes_per_rank": nbytes,
+        "same_data": hand is not None,  # the NumPy peer's result was checked equal to ours
         "ours": {"seconds": ours, "GBps": nbytes / ours / 1e9},
         "peers": peers,
         "ratio": ratio,
     }
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Collective. Run every case; the first (2-D, first method) is the headline figure."""
+def _max_bytes() -> int:
+    """Global bytes of the sweep's ``max``: two copies (ours, the NumPy peer's) in half of the
+    memory of this node."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        memory = 8 << 30
+    return memory // 4
+
+
+def _shape(nbytes: float, ndim: int) -> tuple[int, ...]:
+    edge = max(1, round((nbytes / 8) ** (1.0 / ndim)))
+    return (edge,) * ndim
+
+
+def _sweep(args: argparse.Namespace, methods: list[str]) -> dict[str, Any]:
+    """Collective. Every point of dims x bytes x halo x method, within ``--sweep-budget``."""
     comm = world()
+    sizes = [
+        float(_max_bytes()) if v.strip() == "max" else float(v)
+        for v in args.sweep_bytes.split(",")
+        if v.strip()
+    ]
+    dims = [int(d) for d in parse_floats(args.sweep_dims)]
+    halos = [int(h) for h in parse_floats(args.sweep_halos)]
+    start = time.perf_counter()
+    points: list[dict[str, Any]] = []
+    for nbytes in sizes:
+        for ndim in dims:
+            shape = _shape(nbytes, ndim)
+            for halo in halos:
+                base = {"ndim": ndim, "global_bytes": int(np.prod(shape)) * 8, "halo": halo}
+                elapsed = comm.bcast(time.perf_counter() - start, root=0)
+                if elapsed > args.sweep_budget:
+                    points += [{**base, "method": m, "size": list(shape),
+                                "skipped": f"sweep budget of {args.sweep_budget:g} s spent"}
+                               for m in methods]  # fmt: skip
+                    continue
+                try:
+                    decomp = CartDecomposition(
+                        shape, periodic=True, halo=halo, backend=args.backend
+                    )
+                    if min(decomp.local_shape) < halo:
+                        raise ValueError(
+                            f"local block {decomp.local_shape} narrower than the halo {halo}"
+                        )
+                except ValueError as exc:
+                    points += [{**base, "method": m, "size": list(shape), "skipped": str(exc)}
+                               for m in methods]  # fmt: skip
+                    continue
+                a = decomp.allocate(np.float64, fill=-1.0)
+                _fill(decomp, a)
+                for method in methods:
+                    reps = _fitted_reps(args, decomp, a, method)
+                    point = _case(args, shape, method, halo, reps, (decomp, a))
+                    point.update(base, reps=reps)
+                    points.append(point)
+                    print_point(
+                        comm,
+                        f"halo {ndim}-D {'x'.join(map(str, shape))} h{halo} {method}",
+                        point["ours"]["seconds"] * 1e6,
+                        point["peers"]["floor"]["seconds"] * 1e6,
+                        point["ratio"]["floor"],
+                        "us",
+                    )
+                del a
+    worst = worst_point(
+        points, "floor", ("ndim", "size", "halo", "method", "dims", "bytes_per_rank")
+    )
+    return {"points": points, "worst": worst, "seconds": time.perf_counter() - start}
+
+
+def _fitted_reps(args: argparse.Namespace, decomp: CartDecomposition, a: Any, method: str) -> int:
+    """Collective. Repetitions so that each contender runs about ``--sweep-point-seconds``
+    (at least 5, at most ``--reps``), from one timed exchange (the slowest rank's)."""
+    comm = world()
+    ex = HaloExchange(decomp, np.float64, method=method, pattern=args.pattern)
+    ex.exchange(a)
+    comm.Barrier()
+    t0 = time.perf_counter()
+    ex.exchange(a)
+    decomp.backend.synchronize()
+    one = comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+    ex.close()
+    return int(min(max(5, args.sweep_point_seconds / max(one, 1e-7)), max(5, args.reps)))
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Collective. Run every case; the first (2-D, first method) is the headline figure; with
+    ``--sweep`` also the grid (``sweep``) and its worst point (``worst``)."""
+    comm = world()
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     shapes = [(args.size2d,) * 2, (args.size3d,) * 3]
     cases = [_case(args, shape, m) for shape in shapes for m in methods]
     backend = CartDecomposition((1,), comm=comm, backend=args.backend).backend.name
     head = cases[0]
-    return {
+    record: dict[str, Any] = {
         "bench": "halo",
         "backend": backend,
         "ranks": comm.Get_size(),
@@ -154,3 +353,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "limits": {"memcpy_GBps": memcpy_bandwidth()},
         "cases": cases,
     }
+    if getattr(args, "sweep", False):
+        sweep = _sweep(args, methods)
+        record["sweep"] = sweep["points"]
+        record["worst"] = sweep["worst"]
+        record["sweep_seconds"] = sweep["seconds"]
+    record["affinity"] = affinity_record(comm)  # the peers run in our ranks, on our threads
+    record["machine"] = machine_record(load)
+    return record

@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
-__all__ = ["time_interleaved", "memcpy_bandwidth", "all_cores"]
+__all__ = [
+    "time_interleaved",
+    "memcpy_bandwidth",
+    "all_cores",
+    "thread_ids",
+    "cpus_of",
+    "affinity_record",
+    "machine_record",
+    "worst_point",
+    "print_point",
+    "parse_floats",
+    "idle_barrier",
+]
 
 
 @contextmanager
@@ -86,3 +100,110 @@ def memcpy_bandwidth(nbytes: int = 1 << 28, reps: int = 5) -> float:
         np.copyto(dst, src)
         best = min(best, time.perf_counter() - t0)
     return nbytes / best / 1e9
+
+
+def thread_ids() -> set[int]:
+    """Local. The ids of this process's threads (Linux ``/proc/self/task``; else the caller's)."""
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except OSError:
+        return {threading.get_native_id()}
+
+
+def cpus_of(tids: Iterable[int] | None = None) -> list[int]:
+    """Local. The cores the threads ``tids`` may run on (union; default every thread of this
+    process), as measured by ``sched_getaffinity``: what a contender's threads really got."""
+    if not hasattr(os, "sched_getaffinity"):
+        return list(range(os.cpu_count() or 1))
+    found: set[int] = set()
+    for tid in thread_ids() if tids is None else tids:
+        try:
+            found |= os.sched_getaffinity(tid)
+        except OSError:  # the thread ended meanwhile
+            continue
+    return sorted(found or os.sched_getaffinity(0))
+
+
+def affinity_record(
+    comm: Any,
+    peer_cpus: Sequence[int] | None = None,
+    peer_rank: int = 0,
+    peer_threads: Iterable[int] = (),
+) -> dict[str, Any]:
+    """Collective. Where each side ran, from ``sched_getaffinity`` of the threads.
+
+    Parameters
+    ----------
+    comm : MPI communicator
+        Our ranks.
+    peer_cpus : sequence of int, optional
+        The cores of the peer's threads, measured on ``peer_rank`` by the caller (for a peer
+        library run on one rank: :func:`cpus_of` the threads it started plus the calling
+        thread). None: the peer ran in our ranks on our threads (halo's Sendrecv, a hand
+        exchange), so its cores are ours.
+    peer_rank : int
+        The rank that measured ``peer_cpus``.
+    peer_threads : iterable of int
+        Ids of threads the peer started in this process (left out of ours).
+
+    Returns
+    -------
+    dict
+        ``ours`` (``per_rank`` core lists and their union ``cpus``), ``peer`` (``ranks`` it ran
+        on and ``cpus``), ``same_cores`` (the peer could use every core ours used) and
+        ``cpu_count``.
+    """
+    per_rank = comm.allgather(cpus_of(thread_ids() - set(peer_threads)))
+    union = sorted(set().union(*map(set, per_rank)))
+    if peer_cpus is None:
+        peer = {"ranks": list(range(comm.Get_size())), "cpus": union}
+    else:
+        peer = {"ranks": [peer_rank], "cpus": sorted(peer_cpus)}
+    peer = comm.bcast(peer if comm.Get_rank() == peer_rank else None, root=peer_rank)
+    return {
+        "ours": {"per_rank": per_rank, "cpus": union},
+        "peer": peer,
+        "same_cores": set(peer["cpus"]) >= set(union),
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def machine_record(load_before: tuple[float, ...] | None) -> dict[str, Any]:
+    """Local. The load of the machine around a run (shared machines make figures noisy)."""
+    now = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {"cpus": os.cpu_count(), "loadavg_before": load_before, "loadavg_after": now}
+
+
+def parse_floats(text: str) -> list[float]:
+    """The numbers of a comma list such as ``"1e3,1e5"``."""
+    return [float(v) for v in text.split(",") if v.strip()]
+
+
+def worst_point(points: Sequence[dict[str, Any]], key: str, keep: Sequence[str]) -> Any:
+    """The point of lowest ``point["ratio"][key]`` (points without it are skipped), reduced to
+    the fields ``keep`` plus ``ratio``; None when no point has a ratio."""
+    rated = [p for p in points if isinstance(p.get("ratio"), dict) and key in p["ratio"]]
+    if not rated:
+        return None
+    worst = min(rated, key=lambda p: p["ratio"][key])
+    return {k: worst[k] for k in (*keep, "ours", "peers", "ratio") if k in worst}
+
+
+def print_point(comm: Any, label: str, ours: float, peer: float, ratio: float, unit: str) -> None:
+    """Collective (rank 0 prints). One table line of a sweep on stderr: ours, the peer and
+    their ratio (stdout keeps the JSON record last)."""
+    if comm.Get_rank() == 0:
+        print(
+            f"{label:<44} ours {ours:10.4g} {unit:<5} peer {peer:10.4g} {unit:<5}"
+            f" ratio {ratio:6.3f}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def idle_barrier(comm: Any) -> None:
+    """Collective. A barrier that sleeps between polls: ranks waiting while one rank runs a
+    peer or a one-rank point do not take its cores by spinning in MPI."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(0.0005)
