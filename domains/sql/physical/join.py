@@ -76,11 +76,17 @@ def _keys(lcols: list[Column], rcols: list[Column], nl: int,
     return lk, _valid(lcols, nl), rk, _valid(rcols, nr)
 
 
-def _pairs(left: Side, right: Side, lkeys: list[Column], rkeys: list[Column]):
-    """Candidate pairs: equal non-NULL keys, or every pair without keys (in blocks)."""
+def _pairs(left: Side, right: Side, lkeys: list[Column], rkeys: list[Column],
+           swap: bool = False):
+    """Candidate pairs: equal non-NULL keys, or every pair without keys (in blocks). With
+    ``swap``, the pairs in any order (a semi, anti or mark join only marks the left rows),
+    so a right side much larger than the left probes a hash table of the left's keys."""
     if lkeys:
         lk, lv, rk, rv = _keys(lkeys, rkeys, left.nrows, right.nrows)
-        li, ri = hash_join(lk, rk, "inner", lv, rv)
+        if swap and right.nrows > _BUILD_LARGER * left.nrows:
+            ri, li = hash_join(rk, lk, "inner", rv, lv)  # the smaller side is the hash table
+        else:
+            li, ri = hash_join(lk, rk, "inner", lv, rv)
         yield li, ri
         return
     if left.nrows * right.nrows == 0:
@@ -92,6 +98,9 @@ def _pairs(left: Side, right: Side, lkeys: list[Column], rkeys: list[Column]):
         li = np.repeat(np.arange(lo, hi, dtype=np.int64), right.nrows)
         ri = np.tile(np.arange(right.nrows, dtype=np.int64), hi - lo)
         yield li, ri
+
+
+_BUILD_LARGER = 2  # a marking join builds its right side unless this many times the left
 
 
 def _truth(e: E.Expr, left: Side, right: Side, li: np.ndarray,
@@ -131,7 +140,7 @@ def join(kind: str, left: Side, right: Side, lkeys: list[Column], rkeys: list[Co
         order = list(left.columns) + list(right.columns)
         return Side({n: out.columns[n] for n in order}, out.nrows)
     li_parts, ri_parts, unknown_parts = [], [], []
-    for li, ri in _pairs(left, right, lkeys, rkeys):
+    for li, ri in _pairs(left, right, lkeys, rkeys, kind in ("semi", "anti", "mark")):
         if residual is not None and len(li):
             true, null = _truth(residual, left, right, li, ri)
             if null_aware:
