@@ -23,5 +23,13 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "LidDrivenCavity": ".cases",
         "TaylorGreen": ".cases",
         "Channel": ".cases",
+        "BodyInChannel": ".obstacles",
+        "SchaeferTurek": ".obstacles",
+        "Cylinder": ".geometry",
+        "Sphere": ".geometry",
+        "Box": ".geometry",
+        "Surface": ".geometry",
+        "GeometryError": ".geometry",
+        "open_dataset": ".dataset",
     },
 )

@@ -29,11 +29,21 @@ class Case:
     """Common driver: stepping with a convergence monitor and progress on rank 0.
 
     Every case takes ``streaming`` ("auto", "aa" or "pull"), passed to :class:`LBMSolver`.
+    A case that records a time series sets ``sample_every`` and overrides :meth:`_sample`
+    (called after every multiple of it, in absolute steps) and :meth:`_progress_text`.
     """
 
     solver: LBMSolver
     units: LatticeUnits
     decomp: CartDecomposition
+    sample_every: int = 0
+
+    def _sample(self, step: int) -> None:
+        """Collective. Record the case's time series after ``step`` (none by default)."""
+
+    def _progress_text(self) -> str:
+        """Extra text for the progress line (rank 0)."""
+        return ""
 
     def _make(
         self,
@@ -51,6 +61,8 @@ class Case:
         flags=None,
         open_boundaries=(),
         streaming="auto",
+        bodies=(),
+        curved=True,
     ):
         self.units = units
         self.decomp = CartDecomposition(
@@ -68,6 +80,8 @@ class Case:
             flags=flags(self.decomp) if callable(flags) else None,
             open_boundaries=open_boundaries,
             streaming=streaming,
+            bodies=bodies,
+            curved=curved,
         )
 
     @property
@@ -115,8 +129,12 @@ class Case:
             chunk = min(every - done % every, target - done)
             if checkpoint_every:
                 chunk = min(chunk, checkpoint_every - done % checkpoint_every)
+            if self.sample_every:
+                chunk = min(chunk, self.sample_every - done % self.sample_every)
             solver.step(chunk)
             done = solver.steps_done
+            if self.sample_every and done % self.sample_every == 0:
+                self._sample(done)
             if checkpoint_every and on_checkpoint and done % checkpoint_every == 0:
                 on_checkpoint(done)
             if (tol is not None or progress) and (done % every == 0 or done == target):
@@ -125,7 +143,7 @@ class Case:
                     rate = (done - start) / max(time.perf_counter() - t0, 1e-12)
                     print(
                         f"step {done:8d}  {rate:9.1f} steps/s  {cells * rate / 1e6:8.2f} MLUPS  "
-                        f"residual {residual:.3e}",
+                        f"residual {residual:.3e}{self._progress_text()}",
                         flush=True,
                     )
                 if tol is not None and residual < tol:

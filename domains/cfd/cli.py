@@ -5,6 +5,8 @@ Examples::
     mpirun -n 2 hpc cfd cavity --re 100 --n 129 --out cavity.h5
     mpirun -n 2 hpc cfd cavity --re 100 --n 129 --checkpoint-every 5000 --restart
     hpc cfd taylor-green --n 64 --steps 2000
+    mpirun -n 2 hpc cfd cylinder --diameter 20 --re 20 --out cyl.h5   # Schaefer-Turek 2D-1
+    hpc cfd stl part.stl --nx 96 --ny 48 --nz 48 --scale 10 --offset 30 24 24
     hpc cfd plot cavity.h5
 """
 
@@ -51,9 +53,22 @@ def _common(p: argparse.ArgumentParser, steps: int) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
+def _bodies(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--sample-every", type=int, default=10, help="steps between force samples (history)"
+    )
+    p.add_argument(
+        "--half-way",
+        action="store_true",
+        help="half-way bounce-back on the body (default: Bouzidi's interpolated, 2nd order)",
+    )
+
+
 def add_parser(sub: Any) -> None:
     """Register ``hpc cfd`` and its commands on the ``hpc`` parser's subparsers."""
-    cfd = sub.add_parser("cfd", help="lattice Boltzmann flows (cavity, Taylor-Green, channel)")
+    cfd = sub.add_parser(
+        "cfd", help="lattice Boltzmann flows (cavity, Taylor-Green, channel, cylinder, STL body)"
+    )
     cmds = cfd.add_subparsers(dest="cfd_command", metavar="CASE", required=True)
     cav = cmds.add_parser("cavity", help="lid-driven cavity, compared with Ghia et al. (1982)")
     cav.add_argument("--re", type=float, default=100.0, help="Reynolds number (default 100)")
@@ -89,6 +104,43 @@ def add_parser(sub: Any) -> None:
     )
     _common(ch, 100_000)
     ch.set_defaults(func=_run_case, case="channel")
+    cyl = cmds.add_parser(
+        "cylinder",
+        help="Schaefer & Turek (1996) cylinder: drag, lift, pressure drop (2D-1, 2D-2, 3D-1Z)",
+    )
+    cyl.add_argument("--diameter", type=float, default=20, help="cells per diameter (default 20)")
+    cyl.add_argument(
+        "--re", type=float, default=20.0, help="20 (2D-1, 3D-1Z: steady) or 100 (2D-2)"
+    )
+    cyl.add_argument("--u-max", type=float, default=0.1, help="peak inflow speed, lattice units")
+    _bodies(cyl)
+    cyl.add_argument(
+        "--tol",
+        type=float,
+        default=None,
+        help="stop when max|du|/U between checks falls below this (default 1e-8 for Re <= 40, "
+        "else 0: never)",
+    )
+    _common(cyl, 60_000)
+    cyl.set_defaults(func=_run_case, case="cylinder")
+    stl = cmds.add_parser(
+        "stl", help="flow through a 3-D channel around a closed STL surface (drag, lift)"
+    )
+    stl.add_argument("file", type=Path, help="STL file (closed surface)")
+    stl.add_argument("--nx", type=int, default=96)
+    stl.add_argument("--ny", type=int, default=48)
+    stl.add_argument("--nz", type=int, default=48)
+    stl.add_argument("--scale", type=float, default=1.0, help="cells per file unit")
+    stl.add_argument("--offset", type=float, nargs=3, default=(0.0, 0.0, 0.0), help="shift, cells")
+    stl.add_argument("--re", type=float, default=20.0, help="Reynolds number U L / nu")
+    stl.add_argument(
+        "--length", type=float, default=None, help="L of Re, cells (default: the body's height)"
+    )
+    stl.add_argument("--u-in", type=float, default=0.05, help="uniform inflow speed")
+    stl.add_argument("--tol", type=float, default=1e-7)
+    _bodies(stl)
+    _common(stl, 20_000)
+    stl.set_defaults(func=_run_case, case="stl")
     plot = cmds.add_parser("plot", help="PNG of a cavity result: speed, streamlines, profiles")
     plot.add_argument("file", type=Path)
     plot.add_argument("--png", type=Path, default=None, help="output (default FILE.png)")
@@ -108,9 +160,41 @@ def _make_case(args: argparse.Namespace) -> Any:
         return LidDrivenCavity(args.n, args.re, u_lid=args.u_lid, dim=args.dim, **kw)
     if args.case == "taylor-green":
         return TaylorGreen(args.n, re=args.re, u0=args.u0, dim=args.dim, **kw)
+    if args.case in ("cylinder", "stl"):
+        return _make_body_case(args, kw)
     if args.dim != 2:
         raise on_all_ranks(UsageError("the channel is 2-D (--dim 2)"))
     return Channel(args.nx, args.ny, re=args.re, u_max=args.u_max, inflow=args.inflow, **kw)
+
+
+def _make_body_case(args: argparse.Namespace, kw: dict[str, Any]) -> Any:
+    from .geometry import GeometryError, Surface
+    from .obstacles import BodyInChannel, SchaeferTurek
+    from .units import LatticeUnits
+
+    kw.update(curved=not args.half_way, sample_every=args.sample_every)
+    if args.case == "cylinder":
+        return SchaeferTurek(args.diameter, re=args.re, u_max=args.u_max, dim=args.dim, **kw)
+    error = None
+    try:  # every rank reads the file; all agree on the outcome
+        body = Surface(args.file, scale=args.scale, offset=args.offset)
+    except GeometryError as exc:
+        error = exc
+    if error is not None:
+        raise on_all_ranks(UsageError(str(error)))
+    lo, hi = body.bounds(3)
+    length = args.length or float(hi[1] - lo[1])
+    units = LatticeUnits.from_reynolds(args.re, length, args.u_in)
+    shape = (args.nx, args.ny, args.nz)
+    outside = [a for a in range(3) if lo[a] < 0 or hi[a] > shape[a]]
+    if outside:
+        raise on_all_ranks(
+            UsageError(
+                f"{args.file}: the body spans {lo.round(2).tolist()} .. {hi.round(2).tolist()} "
+                f"cells, outside the grid {shape} along axes {outside}; change --scale/--offset"
+            )
+        )
+    return BodyInChannel(shape, [body], units, (args.u_in, 0.0, 0.0), **kw)
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -119,6 +203,12 @@ def _check_options(args: argparse.Namespace) -> None:
     check_count("--check-every", args.check_every, 1)
     check_count("--checkpoint-every", args.checkpoint_every)
     check_output_path("--out", args.out)
+    if args.case in ("cylinder", "stl"):
+        check_count("--sample-every", args.sample_every)
+    if args.case == "stl":
+        args.dim = 3  # a surface is 3-D
+        if not args.file.is_file():
+            raise UsageError(f"{args.file}: no such file")
     if args.checkpoint_dir is not None and args.checkpoint_dir.is_file():
         raise UsageError(f"--checkpoint-dir {args.checkpoint_dir}: is a file, expected a folder")
 
@@ -161,7 +251,10 @@ def _run_case(args: argparse.Namespace) -> int:
             f"nu={u.nu:.4g} Re={u.reynolds:.4g} Ma={u.mach:.3f}",
             flush=True,
         )
-    tol = getattr(args, "tol", 0.0) or None
+    tol = getattr(args, "tol", 0.0)
+    if args.case == "cylinder" and tol is None:
+        tol = 1e-8 if args.re <= 40 else 0.0
+    tol = tol or None
     info = case.run(
         max(0, args.steps - solver.steps_done),
         check_every=args.check_every,
@@ -183,10 +276,19 @@ def _run_case(args: argparse.Namespace) -> int:
             "u_ref": case.units.u,
             "re": case.units.reynolds,
         }
+        if hasattr(case, "history_table"):
+            attrs.update(_body_summary(case, args))
         with atomic_output(args.out, comm) as tmp:  # whole or not at all
             for name, local in fields.items():
                 write_array(tmp, name, local, case.decomp)
             write_attrs(tmp, attrs, comm)
+            if hasattr(case, "history_table"):
+                from hpc.io import write_table
+
+                table = case.history_table()  # the same on every rank: rank 0 writes its rows
+                if not rank0:
+                    table = {k: v[:0] for k, v in table.items()}
+                write_table(tmp, "forces", table, comm)
         if rank0:
             write_xdmf(args.out, list(fields), spacing=[1.0] * case.decomp.ndim)
             print(f"fields written to {args.out} (+ {args.out.with_suffix('.xmf').name})")
@@ -194,12 +296,55 @@ def _run_case(args: argparse.Namespace) -> int:
     return 0
 
 
+def _body_summary(case: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """Collective. Figures of a body case for the output's attributes and the report."""
+    import numpy as np
+
+    h = case.history_table()
+    out: dict[str, Any] = {}
+    if h["step"].size:
+        out.update(cd=float(h["cd"][-1]), cl=float(h["cl"][-1]))
+        half = h["cd"].size // 2
+        out.update(cd_max=float(h["cd"][half:].max()), cl_max=float(h["cl"][half:].max()))
+    if args.case == "cylinder":
+        out["diameter_cells"] = float(case.diameter)
+        if case.dim == 2 or case.decomp.ndim == 3:
+            out["dp"] = float(case.pressure_drop())
+        st = case.strouhal() if h["step"].size else float("nan")
+        if np.isfinite(st):
+            out["st"] = float(st)
+    return out
+
+
+def _report_body(case: Any, args: argparse.Namespace, rank0: bool) -> None:
+    from .obstacles import SCHAEFER_TUREK
+
+    summary = _body_summary(case, args)
+    if not rank0 or "cd" not in summary:
+        return
+    if args.case != "cylinder":
+        print(f"drag coefficient {summary['cd']:.5f}, lift {summary['cl']:+.5f} (last sample)")
+        return
+    unsteady = args.re > 40
+    name = "2D-2" if unsteady and case.dim == 2 else ("2D-1" if case.dim == 2 else "3D-1Z")
+    ref = SCHAEFER_TUREK[name]
+    keys = ("cd_max", "cl_max", "st") if unsteady else ("cd", "cl", "dp")
+    parts = []
+    for k in keys:
+        if k in ref and k in summary:
+            lo, hi = ref[k]
+            parts.append(f"{k} {summary[k]:.5f} (published [{lo}, {hi}])")
+    print(f"Schaefer & Turek {name}, D = {case.diameter:g} cells: " + ", ".join(parts))
+
+
 def _report(case: Any, args: argparse.Namespace, rank0: bool) -> None:
     import numpy as np
 
     from .ghia import GHIA, ghia_deviation
 
-    if args.case == "taylor-green":
+    if args.case in ("cylinder", "stl"):
+        _report_body(case, args, rank0)
+    elif args.case == "taylor-green":
         e = case.kinetic_energy()
         if rank0 and case.dim == 2:
             ea = case.analytic_energy(case.solver.steps_done)
@@ -249,10 +394,18 @@ def _plot(args: argparse.Namespace) -> int:
             ux, uy = f["ux"][...], f["uy"][...]
             u_ref = float(f.attrs.get("u_ref", 1.0))
             re = float(f.attrs.get("re", 0.0))
+            body = None
+            if "forces" in f and "solid" in f:  # a flow around bodies
+                body = {
+                    "solid": f["solid"][...],
+                    **{k: f[f"forces/{k}"][...] for k in ("step", "cd", "cl")},
+                }
     except OSError as exc:
         if isinstance(exc, MissingDataError):
             raise
         raise from_os_error(exc, "reading the result", args.file) from None
+    if body is not None:
+        return _plot_body(args, ux, uy, u_ref, body)
     if ux.ndim != 2:
         raise UsageError(f"{args.file}: plot draws 2-D fields; this one is {ux.ndim}-D")
     n = ux.shape[0]
@@ -276,6 +429,39 @@ def _plot(args: argparse.Namespace) -> int:
     b.set_xlabel("position / velocity")
     b.legend(fontsize=8)
     b.set_title("centre-line profiles")
+    out = args.png or args.file.with_suffix(".png")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print(f"plot written to {out}")
+    return 0
+
+
+def _plot_body(
+    args: argparse.Namespace, ux: Any, uy: Any, u_ref: float, body: dict[str, Any]
+) -> int:
+    """Speed around the body (drawn in grey; 3-D: the mid plane in z) over the force
+    coefficients' history."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    solid = body["solid"]
+    if ux.ndim == 3:
+        m = ux.shape[2] // 2
+        ux, uy, solid = ux[:, :, m], uy[:, :, m], solid[:, :, m]
+    nx, ny = ux.shape
+    fig, (a, b) = plt.subplots(2, 1, figsize=(11, 3.2 + 2.5 * min(ny / nx * 4, 2.5)))
+    speed = np.ma.masked_where(solid.T > 0, np.hypot(ux, uy).T / u_ref)
+    im = a.imshow(speed, origin="lower", extent=(0, nx, 0, ny), cmap="viridis")
+    a.contourf(np.arange(nx) + 0.5, np.arange(ny) + 0.5, solid.T, levels=[0.5, 1.5], colors="0.5")
+    fig.colorbar(im, ax=a, label="|u| / U")
+    a.set_title(f"{args.file.name}: speed (body in grey)")
+    a.set_aspect("equal")
+    b.plot(body["step"], body["cd"], label="c_D")
+    b.plot(body["step"], body["cl"], label="c_L")
+    b.set_xlabel("step")
+    b.set_ylabel("coefficient")
+    b.legend(fontsize=8)
+    b.set_title("force history")
     out = args.png or args.file.with_suffix(".png")
     fig.tight_layout()
     fig.savefig(out, dpi=110)

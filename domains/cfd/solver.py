@@ -34,6 +34,12 @@ class OpenBoundary:
     of the adjacent cells; ``kind="pressure"``: the given ``density`` and the velocity of the
     adjacent cells (zero gradient). The cells pulling from the face then stream them in.
 
+    ``scheme="equilibrium"`` sets the ghosts to that equilibrium alone (first order);
+    ``scheme="nee"`` adds the non-equilibrium part of the adjacent cells (Guo, Zheng & Shi
+    2002, second order): ``f_ghost = f_eq(rho_b, u_b) + (f_near - f_eq(rho_near, u_near))``.
+    The stored populations are post-collision, whose non-equilibrium part is the
+    pre-collision one times ``1 - omega`` on both sides, so the extrapolation holds for them.
+
     Attributes
     ----------
     axis : int
@@ -42,6 +48,7 @@ class OpenBoundary:
     kind : {"velocity", "pressure"}
     velocity : tuple or callable, optional
     density : float
+    scheme : {"equilibrium", "nee"}
     """
 
     axis: int
@@ -49,6 +56,7 @@ class OpenBoundary:
     kind: str
     velocity: Any = None
     density: float = 1.0
+    scheme: str = "equilibrium"
 
 
 def moments(lattice: Lattice, f: Any) -> tuple[Any, list[Any]]:
@@ -112,7 +120,13 @@ class LBMSolver:
         writes one array: no write-allocate traffic for a second buffer, the memory-bound
         kernel's largest saving. A single leftover step runs the pull kernel. ``"pull"``: two
         buffers. ``"auto"``: AA, or pull when there are open boundaries (their ghost
-        equilibria need the moments at every step). Results are bitwise the same.
+        equilibria need the moments at every step) or bodies. Results are bitwise the same.
+    bodies : sequence of Body, optional
+        Solids in the flow (:mod:`hpc.domains.cfd.geometry`): their cells become walls and
+        their boundary links take Bouzidi's interpolated bounce-back (``curved=True``) or
+        half-way bounce-back; :meth:`body_force` gives the force on them. Pull streaming.
+    curved : bool
+        Interpolated (second-order) bounce-back on the bodies' links, else half-way.
     """
 
     def __init__(
@@ -129,6 +143,8 @@ class LBMSolver:
         halo_pattern: str = "sweep",
         open_boundaries: Sequence[OpenBoundary] = (),
         streaming: str = "auto",
+        bodies: Sequence[Any] = (),
+        curved: bool = True,
     ) -> None:
         if decomp.halo != 1:
             raise ValueError(f"the lattice Boltzmann solver needs halo=1, not {decomp.halo}")
@@ -163,11 +179,15 @@ class LBMSolver:
             raise ValueError(f"force and wall_velocity need {d} components")
         forcing = any(self.force)
         if streaming == "auto":
-            streaming = "pull" if open_boundaries else "aa"
+            streaming = "pull" if open_boundaries or bodies else "aa"
         if streaming not in ("aa", "pull"):
             raise ValueError(f"streaming={streaming!r}: expected 'auto', 'aa' or 'pull'")
-        if streaming == "aa" and open_boundaries:
-            raise ValueError("streaming='aa' does not support open boundaries; use 'pull'")
+        if streaming == "aa" and (open_boundaries or bodies):
+            raise ValueError(
+                "streaming='aa' does not support open boundaries or bodies; use 'pull'"
+            )
+        if bodies and self.backend.is_gpu:
+            raise ValueError("bodies run on the CPU backend only (no GPU kernel yet)")
         self.streaming = streaming
         target = self.backend.name  # the generator writes the kernel for this device
         ghost = tuple(decomp.ghost_shape)
@@ -192,6 +212,8 @@ class LBMSolver:
         for b in open_boundaries:
             if b.kind not in ("velocity", "pressure") or b.side not in (-1, 1):
                 raise ValueError(f"open boundary {b}: kind velocity|pressure, side -1|+1")
+            if b.scheme not in ("equilibrium", "nee"):
+                raise ValueError(f"open boundary {b}: scheme equilibrium|nee")
             if any(decomp.periodic):
                 raise ValueError(
                     f"open boundary {b}: the domain must have walls, not periodicity, on the "
@@ -201,6 +223,11 @@ class LBMSolver:
         base = np.array(base, dtype=np.uint8)
         for b in self.open_boundaries:  # the face's ghosts stream in like fluid cells
             base[self._face(b, ghost=True, wide=True)] = FLUID  # domain edges stay walls
+        self.bodies = list(bodies)
+        self.bounce = None
+        self.solid: np.ndarray | None = None  # the bodies' cells (ghosted block)
+        if self.bodies:
+            base = self._place_bodies(base, open_boundaries, curved)
         self.flags = xp.asarray(base, np.uint8)
         if tuple(self.flags.shape) != decomp.ghost_shape:
             raise ValueError(f"flags {tuple(self.flags.shape)} != {decomp.ghost_shape}")
@@ -260,6 +287,47 @@ class LBMSolver:
                 flags[tuple(index)] = WALL
         return flags
 
+    def _place_bodies(
+        self, base: np.ndarray, open_boundaries: Sequence[OpenBoundary], curved: bool
+    ) -> np.ndarray:
+        """Collective. Flag the bodies' cells as walls and set up their boundary links."""
+        from hpc.collectives import allreduce
+
+        from .bouzidi import InterpolatedBounceBack
+        from .geometry import GeometryError, boundary_links, solid_mask
+
+        d = self.decomp
+        solid = solid_mask(d, self.bodies)
+        cut = []  # open faces a body reaches (their layer of owned cells or their ghosts)
+        for b in open_boundaries:
+            if self._owns_face(d, b):
+                for ghost in (True, False):
+                    if solid[self._face(b, ghost=ghost, wide=True)].any():
+                        cut.append(f"axis {b.axis} side {b.side:+d} ({b.kind})")
+                        break
+        if allreduce(len(cut), "max", d.comm):  # agreed: every rank raises, none hangs
+            where = ", ".join(cut) or "an open face on another rank"
+            raise GeometryError(
+                f"a body cuts the open boundary at {where}: move it at least one cell away from "
+                "the inlet and outlet"
+            )
+        base = base.copy()
+        base[solid != 0] = WALL
+        fluid = (base == FLUID).astype(np.uint8)
+        links = boundary_links(d, self.lattice, self.bodies, solid, fluid)
+        if not curved:
+            links.q[:] = 0.5  # half-way bounce-back: the interpolation gives f*_k(x) back
+        self.solid = solid
+        self.bounce = InterpolatedBounceBack(self.lattice, links, tuple(d.ghost_shape), d.comm)
+        return base
+
+    def body_force(self) -> np.ndarray:
+        """Collective. Force on the bodies during the last step (momentum exchange, lattice
+        units): bitwise the same on any decomposition. Zeros before the first step."""
+        if self.bounce is None:
+            raise ValueError("the solver has no bodies")
+        return self.bounce.force()
+
     @staticmethod
     def _owns_face(d: CartDecomposition, b: OpenBoundary) -> bool:
         if b.side < 0:
@@ -296,18 +364,14 @@ class LBMSolver:
         """
         xp, lat = self.xp, self.lattice
         for b in self.open_boundaries:
+            if b.scheme == "nee":
+                self._apply_nee(b)
+                continue
             near = self.f[(slice(None), *self._face(b, ghost=False, wide=True))].astype(np.float64)
             rho, mom = moments(lat, near)
             if b.kind == "velocity":
                 if callable(b.velocity):
-                    others = [
-                        self.decomp.offset[a] - 1 + np.arange(sp.start, sp.stop)
-                        for a in range(self.decomp.ndim)
-                        if a != b.axis
-                        for sp in [self._span(a, True)]
-                    ]
-                    grids = np.meshgrid(*others, indexing="ij") if others else []
-                    u = [xp.asarray(np.broadcast_to(v, rho.shape)) for v in b.velocity(*grids)]
+                    u = [xp.asarray(np.broadcast_to(v, rho.shape)) for v in self._inflow(b)]
                 else:
                     u = [xp.full(rho.shape, float(v)) for v in b.velocity]
             else:
@@ -315,6 +379,41 @@ class LBMSolver:
                 rho = xp.full(rho.shape, float(b.density))
             feq = equilibrium(lat, rho, u, xp)
             self.f[(slice(None), *self._face(b, ghost=True, wide=True))] = feq.astype(self.dtype)
+
+    def _inflow(self, b: OpenBoundary) -> list[Any]:
+        """The callable inlet velocity of face ``b`` over its cells (wide span)."""
+        others = [
+            self.decomp.offset[a] - 1 + np.arange(sp.start, sp.stop)
+            for a in range(self.decomp.ndim)
+            if a != b.axis
+            for sp in [self._span(a, True)]
+        ]
+        grids = np.meshgrid(*others, indexing="ij") if others else []
+        return list(b.velocity(*grids))
+
+    def _apply_nee(self, b: OpenBoundary) -> None:
+        """Local. Non-equilibrium extrapolation on face ``b`` (a compiled kernel)."""
+        from .boundaries import apply_nee_face
+
+        face = self._face(b, ghost=False, wide=True)
+        ghost = self._face(b, ghost=True, wide=True)
+        spans = [s for a, s in enumerate(face) if a != b.axis]
+        shape = tuple(s.stop - s.start for s in spans)
+        velocity = None
+        if b.kind == "velocity":
+            given = self._inflow(b) if callable(b.velocity) else list(b.velocity)
+            velocity = [np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in given]
+        apply_nee_face(
+            self.f,
+            self.lattice,
+            b.axis,
+            face[b.axis],
+            ghost[b.axis],
+            spans,
+            b.kind,
+            b.density,
+            velocity,
+        )
 
     def coordinates(self) -> list[np.ndarray]:
         """Global cell indices of the owned cells, one open-mesh array per axis (host)."""
@@ -397,11 +496,15 @@ class LBMSolver:
         """One kernel pass over the block, overlapped with ``exchange`` of ``f``."""
         (inner, inner_kernel), *ring = plan
         exchange.start(self.f)
-        if self._has_open_faces:
+        if self._has_open_faces or self.bounce is not None:
             # The inner box reaches the open faces, whose ghosts are set from exchanged
-            # cells: exchange, set them, then update (no overlap).
+            # cells, and the links' interpolation reads ghosts: exchange, set them, then
+            # update (no overlap).
             exchange.finish()
-            self._apply_open_boundaries()
+            if self._has_open_faces:
+                self._apply_open_boundaries()
+            if self.bounce is not None:
+                self.bounce.apply(self.f, self.flags)
             self._run(inner, inner_kernel, out)
         else:
             self._run(inner, inner_kernel, out)  # overlaps with the exchange
@@ -423,10 +526,11 @@ class LBMSolver:
                 self._sweep(self.push, self._plans["aa-local"], self.f)
             if n % 2:
                 self._pull_step(self._plans["single"])
+            self.steps_done += n
         else:
             for _ in range(n):
                 self._pull_step(self._plans["pull"])
-        self.steps_done += n
+                self.steps_done += 1  # per step: time-dependent boundaries read it
         self.backend.synchronize()  # queued device work done (nothing to wait for on a CPU)
 
     # -- results ------------------------------------------------------------------------

@@ -154,8 +154,8 @@ def test_bench_lbm_prints_the_json_contract_last():
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(
     "name",
-    ["cfd_cavity.ipynb", "risk_pricing.ipynb", "sql_tpch.ipynb", "vector_search.ipynb",
-     "align_reads.ipynb"],
+    ["cfd_cavity.ipynb", "cfd_cylinder.ipynb", "risk_pricing.ipynb", "sql_tpch.ipynb",
+     "vector_search.ipynb", "align_reads.ipynb"],
 )
 def test_example_notebooks_run(name, tmp_path):
     import nbformat
