@@ -7,6 +7,13 @@ Examples::
     hpc align store db.fa --out db.h5       # an HDF5 sequence store, searched in batches
     hpc align search queries.fa db.h5 --top 5 --sam hits.sam
     hpc align pairs reads.fq windows.fa --mode semi-global --matrix DNA --sam reads.sam
+    mpirun -n 8 hpc align search q.fa db.h5 --journal search.j --out hits.h5 \\
+        --metrics /var/lib/node_exporter/align.prom   # rerun the same line after a kill
+
+``--journal DIR`` journals every scored block of database batches and resumes from it: rerun
+the same command line after a crash or preemption, on any rank count or executor, and the
+outputs are those of an uninterrupted run (:mod:`hpc.journal`). ``--out`` files carry a run
+record (:mod:`hpc.runrecord`: GCUPS); a progress bar in cell updates shows on a terminal.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
 from hpc.errors import UsageError, check_count, check_output_path, on_all_ranks
+from hpc.jobs import add_job_options
 
 __all__ = ["add_parser"]
 
@@ -45,7 +53,6 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="SAM file of the hits (local hits soft-clipped, flag 16 on the minus strand)",
     )
     p.add_argument("--json", action="store_true", help="print the hits as JSON lines")
-    p.add_argument("--quiet", action="store_true", help="no progress on rank 0")
 
 
 def add_parser(sub: Any) -> None:
@@ -90,6 +97,12 @@ def add_parser(sub: Any) -> None:
         "--tabular", default=None, help="BLAST tabular file of the hits (-outfmt 6 columns)"
     )
     _common(s)
+    add_job_options(
+        s,
+        journal_help="journal the scored database batches in DIR and resume from it when it "
+        "exists (rerun the same command line after a kill, on any rank count: the same "
+        "hits); removed when the outputs are written",
+    )
     s.epilog = (
         "The database is a FASTA/FASTQ file or an HDF5 sequence store ('hpc align store'), "
         "read in batches: memory does not grow with it. Local hits get bit scores and "
@@ -99,12 +112,13 @@ def add_parser(sub: Any) -> None:
     st = cmds.add_parser("store", help="write a FASTA/FASTQ file as an HDF5 sequence store")
     st.add_argument("sequences", help="FASTA or FASTQ (plain or gzip), streamed")
     st.add_argument("--out", required=True, help="the HDF5 sequence store to write")
-    st.add_argument("--quiet", action="store_true", help="no summary on rank 0")
+    add_job_options(st, journal=False)
     st.set_defaults(func=_store)
     p = cmds.add_parser("pairs", help="align record k of one file with record k of another")
     p.add_argument("queries", help="FASTA or FASTQ (plain or gzip)")
     p.add_argument("targets", help="FASTA or FASTQ, as many records as the queries")
     _common(p)
+    add_job_options(p, journal=False)
     p.set_defaults(func=_pairs)
 
 
@@ -191,13 +205,19 @@ def _open_db(path: str) -> Any:
     return db
 
 
-def _finish(args: argparse.Namespace, comm: Any, rows: dict[str, Any], q, t) -> int:
+def _finish(args: argparse.Namespace, comm: Any, rows: dict[str, Any], q, t, job: Any) -> int:
+    """Collective. The outputs: ``--out`` (the table ``hits`` and the run record, one atomic
+    file), then ``--sam``, ``--tabular`` and the terminal (rank 0)."""
     import json
 
-    from .search import write_hits
+    job.progress.close()  # the work is done: the lines below go to a clean terminal
 
     if args.out:
-        total = write_hits(args.out, rows, comm=comm)
+        from hpc.io import atomic_output, write_table
+
+        with atomic_output(args.out, comm) as tmp:
+            total = write_table(tmp, "hits", rows, comm=comm)
+            job.write_record(tmp)
         if comm.rank == 0 and not args.quiet:
             print(f"hpc align: {total} hits written to {args.out}:hits", file=sys.stderr)
     if args.sam or args.json or getattr(args, "tabular", None) or not args.out:
@@ -229,10 +249,10 @@ def _finish(args: argparse.Namespace, comm: Any, rows: dict[str, Any], q, t) -> 
                 write_tabular(args.tabular, allrows)
             if args.json:
                 for r in allrows:
-                    print(json.dumps(r))
+                    job.write(json.dumps(r))
             elif not (args.out or args.sam or getattr(args, "tabular", None)):
                 for r in allrows:
-                    print(
+                    job.write(
                         f"{r['query']}\t{r['target']}\t{r['score']}\t"
                         f"{r['query_start']}-{r['query_end']}\t"
                         f"{r['target_start']}-{r['target_end']}\t{r['cigar']}\t"
@@ -246,27 +266,113 @@ def _revcomp(seq: str) -> str:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from .search import search
+    from hpc.backend import BackendUnavailableError, get_backend
+    from hpc.jobs import Job
+
+    from .search import _strand_count, search
 
     comm, scoring, q, db = _prepare(args, args.queries, args.database, stream=True)
-    rows = search(
-        q[1], db, scoring, args.mode, top=args.top, query_names=q[0],
-        executor=args.executor, comm=comm, scheduler=args.scheduler, backend=args.backend,
-        band=args.band, progress=not args.quiet, evalue=args.evalue,
-        evalue_method=args.evalue_method, strand=args.strand, batch=args.batch,
-    )  # fmt: skip
-    return _finish(args, comm, rows, q, db)
+    try:  # resolved here: the run record names the backend the kernels ran on
+        backend = get_backend(args.backend)
+    except (BackendUnavailableError, ValueError) as exc:  # the same answer on every rank
+        raise on_all_ranks(UsageError(f"--backend {args.backend}: {exc}")) from None
+    # progress and rate in cell updates: query letters (both strands) x database letters
+    cells = float(sum(map(len, q[1])) * _strand_count(args.strand, scoring) * db.residues)
+    key = _search_key(args, q, db)
+    with Job(args, comm, unit="cell updates", total=cells, backend=backend, key=key) as job:
+        if job.journal is not None and job.journal.resumed and comm.rank == 0:
+            _remove_stale_outputs(args)
+        figures: dict[str, Any] = {}
+        with job.progress.phase(cells):
+            rows = search(
+                q[1], db, scoring, args.mode, top=args.top, query_names=q[0],
+                executor=args.executor, comm=comm, scheduler=args.scheduler,
+                backend=backend, band=args.band, progress=not args.quiet,
+                evalue=args.evalue, evalue_method=args.evalue_method, strand=args.strand,
+                batch=args.batch, figures=figures,
+            )  # fmt: skip
+        if args.executor != "mpi" and comm.rank != 0:
+            # every rank ran the whole search alike (local, dask): rank 0's rows are the table
+            rows = {name: column[:0] for name, column in rows.items()}
+        _finish_record(job, args, figures)
+        return _finish(args, comm, rows, q, db, job)
+
+
+def _search_key(args: argparse.Namespace, q: Any, db: Any) -> dict[str, Any]:
+    """The journal's key: the options the hits depend on and the inputs' identity (the
+    queries' SHA-256; the database's size and modification time, since hashing a large
+    database would cost a pass over it). Output paths, ``--executor``, ``--scheduler``,
+    ``--quiet``, ``--metrics`` and ``--backend`` (scores are exact integers on every
+    backend) may differ between runs."""
+    import hashlib
+    import os
+
+    from hpc.jobs import journal_key
+
+    digest = hashlib.sha256()
+    for name, seq in zip(q[0], q[1], strict=True):
+        digest.update(f">{name}\n{seq}\n".encode())
+    st = os.stat(args.database)
+    return journal_key(
+        args,
+        exclude=("sam", "tabular", "backend"),
+        queries_sha256=digest.hexdigest(),
+        database_file={"size": st.st_size, "mtime_ns": st.st_mtime_ns},
+        database_records={"count": db.count, "residues": db.residues},
+    )
+
+
+def _remove_stale_outputs(args: argparse.Namespace) -> None:
+    """Rank 0 of a resumed run: the temporaries of ``--sam`` and ``--tabular`` a killed run
+    was writing (:class:`hpc.jobs.Job` removes those of ``--out``)."""
+    from hpc.journal import remove_stale_temporaries
+
+    for path in (args.sam, args.tabular):
+        if path:
+            remove_stale_temporaries(path)
+
+
+def _finish_record(job: Any, args: argparse.Namespace, figures: dict[str, Any]) -> None:
+    """Collective. The run record: GCUPS of the cell updates this run scored (a resumed run
+    does not count the journal's), over the scoring phase's wall time."""
+    scored = float(figures["scored_cell_updates"])
+    seconds = float(figures["score_seconds"])
+    job.finish(
+        work=scored,
+        work_unit="cell updates",
+        rate=scored / max(seconds, 1e-12) / 1e9,
+        rate_unit="GCUPS",
+        extra={
+            "executor": args.executor,
+            "cell_updates": float(figures["cell_updates"]),
+            "score_seconds": seconds,
+            "blocks": int(figures["blocks"]),
+            "resumed_blocks": int(figures["resumed_blocks"]),
+        },
+    )
 
 
 def _store(args: argparse.Namespace) -> int:
+    from hpc.jobs import Job
+
     from .database import write_store
 
     comm = hpc.world()
     try:
         check_output_path("--out", args.out)
-        count, residues = write_store(args.out, args.sequences, comm=comm)
-    except (ValueError, OSError) as exc:  # every rank reads the same file
+    except UsageError as exc:
         raise on_all_ranks(exc) from None
+    # a streaming pass of unknown length: no bar (rank 0 alone reads), the record and metrics
+    with Job(args, comm, unit="letters", backend="cpu", journal=False) as job:
+
+        def record(tmp: Any, count: int, residues: int) -> None:
+            job.finish(work=float(residues), work_unit="letters", extra={"sequences": count})
+            job.write_record(str(tmp))
+
+        try:
+            count, residues = write_store(args.out, args.sequences, comm=comm, before_commit=record)
+        except (ValueError, OSError) as exc:  # every rank reads the same file
+            raise on_all_ranks(exc) from None
     if comm.rank == 0 and not args.quiet:
         print(f"hpc align: {count} sequences ({residues} letters) written to {args.out}",
               file=sys.stderr)  # fmt: skip
@@ -274,6 +380,8 @@ def _store(args: argparse.Namespace) -> int:
 
 
 def _pairs(args: argparse.Namespace) -> int:
+    from hpc.jobs import Job
+
     from .search import align_pair_list
 
     comm, scoring, q, t = _prepare(args, args.queries, args.targets)
@@ -284,5 +392,23 @@ def _pairs(args: argparse.Namespace) -> int:
                 "need equal counts"
             )
         )
-    rows = align_pair_list(q[1], t[1], scoring, args.mode, q[0], t[0], comm=comm, band=args.band)
-    return _finish(args, comm, rows, q, t)
+    cells = float(sum(len(a) * len(b) for a, b in zip(q[1], t[1], strict=True)))
+    with Job(args, comm, unit="cell updates", total=cells, backend="cpu", journal=False) as job:
+        import time
+
+        t0 = time.perf_counter()
+        rows = align_pair_list(
+            q[1], t[1], scoring, args.mode, q[0], t[0], comm=comm, band=args.band
+        )
+        from hpc.collectives import allreduce
+
+        seconds = float(allreduce(time.perf_counter() - t0, "max", comm))
+        job.progress.update(cells)
+        job.finish(
+            work=cells,
+            work_unit="cell updates",
+            rate=cells / max(seconds, 1e-12) / 1e9,
+            rate_unit="GCUPS",
+            extra={"align_seconds": seconds},
+        )
+        return _finish(args, comm, rows, q, t, job)

@@ -13,7 +13,7 @@ slices, and any scoring can encode them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,16 @@ class Database:
         """The records of ``indices`` (global), as ``{index: (name, sequence)}``."""
         raise NotImplementedError
 
+    def read(self, first: int, count: int) -> tuple[list[str], list[Any]]:
+        """Local. Names and sequences of records ``first .. first + count - 1`` (fewer at the
+        end). Reads in increasing ``first``, as a rank's batches come, cost one pass over a
+        FASTA file (:class:`_Fasta` keeps a forward cursor)."""
+        found = self.fetch(np.arange(first, min(first + count, self.count)))
+        return [found[k][0] for k in sorted(found)], [found[k][1] for k in sorted(found)]
+
+    def close(self) -> None:
+        """Local. Release what :meth:`read` keeps open (a FASTA file's cursor)."""
+
     def lengths_of(self, indices: np.ndarray) -> np.ndarray:
         """Lengths of the records of ``indices``."""
         found = self.fetch(indices)
@@ -69,6 +79,9 @@ class _Memory(Database):
     def fetch(self, indices: np.ndarray) -> dict[int, tuple[str, Any]]:
         return {int(i): (self.names[int(i)], self.seqs[int(i)]) for i in np.unique(indices)}
 
+    def read(self, first: int, count: int) -> tuple[list[str], list[Any]]:
+        return self.names[first : first + count], list(self.seqs[first : first + count])
+
 
 class _Fasta(Database):
     """A FASTA/FASTQ file, streamed: one pass counts it, each search pass reads it again."""
@@ -82,6 +95,30 @@ class _Fasta(Database):
             count += 1
             residues += len(rec.sequence)
         self.count, self.residues = count, residues
+        self._cursor: tuple[int, Iterator[tuple[str, str]]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # an open generator does not pickle (Dask tasks): a copy starts a new pass
+        return {**self.__dict__, "_cursor": None}
+
+    def read(self, first: int, count: int) -> tuple[list[str], list[Any]]:
+        at, records = self._cursor if self._cursor is not None else (0, self._records())
+        if first < at:  # behind the cursor: a new pass from the start
+            at, records = 0, self._records()
+        names: list[str] = []
+        seqs: list[str] = []
+        for name, seq in records:
+            at += 1
+            if at > first:
+                names.append(name)
+                seqs.append(seq)
+                if len(names) == count:
+                    break
+        self._cursor = (at, records)
+        return names, seqs
+
+    def close(self) -> None:
+        self._cursor = None
 
     def _records(self) -> Iterator[tuple[str, str]]:
         from .seqio import read_sequences
@@ -158,6 +195,10 @@ class _Store(Database):
                 names, seqs = self._read(f[STORE_GROUP], first, min(first + size, self.count))
                 yield first, names, seqs
 
+    def read(self, first: int, count: int) -> tuple[list[str], list[Any]]:
+        with self._open() as f:
+            return self._read(f[STORE_GROUP], first, min(first + count, self.count))
+
     def fetch(self, indices: np.ndarray) -> dict[int, tuple[str, Any]]:
         out: dict[int, tuple[str, Any]] = {}
         with self._open() as f:
@@ -194,6 +235,7 @@ def write_store(
     records: Any,
     comm: Any = None,
     chunk: int = 1 << 20,
+    before_commit: Callable[[Any, int, int], None] | None = None,
 ) -> tuple[int, int]:
     """Collective (rank 0 writes). Write sequences as an HDF5 sequence store.
 
@@ -206,6 +248,10 @@ def write_store(
         ``(name, sequence)`` pairs or :class:`~hpc.domains.align.seqio.Record` objects.
     chunk : int
         Letters buffered before each append.
+    before_commit : callable, optional
+        Collective. ``before_commit(tmp, count, residues)`` on every rank once the store is
+        written to the temporary ``tmp`` and before it is renamed into place (the command
+        line adds its run record there, so the file appears with it).
 
     Returns
     -------
@@ -238,6 +284,8 @@ def write_store(
             from hpc.errors import on_all_ranks
 
             raise on_all_ranks((OSError if result[0] else ValueError)(result[1]))
+        if before_commit is not None:
+            before_commit(tmp, int(result[0]), int(result[1]))
     return int(result[0]), int(result[1])
 
 

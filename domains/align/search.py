@@ -2,12 +2,14 @@
 
 A search reads the database in batches of consecutive sequences (:mod:`.database`: a list, a
 FASTA/FASTQ file or an HDF5 sequence store, so the database need not fit in memory). Each
-batch is scored against all queries and folded into a running top-k per query: a rank holds
-one batch of scores (``queries x batch``) and ``queries x top`` best hits, never the whole
-``queries x database`` matrix. Batches are dealt round-robin to the MPI ranks (or sent to Dask
-tasks); the ranks' lists are merged along a binomial tree (:func:`hpc.collectives.merge_topk`)
-and broadcast. Tracebacks of the hits are split into contiguous blocks over the ranks, and
-every rank writes its rows of one HDF5 table collectively (:func:`hpc.io.write_table`).
+batch is scored against all queries and reduced to its top-k per query: a rank holds one batch
+of scores (``queries x batch``) and top-k lists, never the whole ``queries x database``
+matrix. Consecutive batches form the blocks of :func:`hpc.run.map_blocks` (dealt round-robin
+to the MPI ranks, or sent to Dask tasks), whose rows are the blocks' top-k lists, gathered and
+folded into one list per query; so a search inside ``with hpc.journal.Journal(...)`` resumes
+after a kill, on any rank count, with the same hits. Tracebacks of the hits are split into
+contiguous blocks over the ranks, and every rank writes its rows of one HDF5 table
+collectively (:func:`hpc.io.write_table`).
 
 Local alignments get bit scores and E-values (:mod:`.stats`) for the database's size; an
 E-value threshold is applied before the top-k, so the hits are the ``top`` best-scoring of
@@ -20,6 +22,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,11 +54,20 @@ STRANDS = ("plus", "both")
 _MISSING = np.iinfo(np.int64).min // 4  # the score of an empty top-k slot
 _BATCH_CELLS = 1 << 22  # default batch: at most this many query x target scores (32 MiB)
 _BATCH_MAX = 1 << 14  # and at most this many database sequences
+_MIN_BATCHES = 512  # and at least this many batches, unless that leaves a batch fewer
+_MIN_PAIRS = 1 << 12  # pairs than this (small score blocks lose the batched kernels' speed)
+_ROWS_BYTES = 1 << 26  # gathered top-k rows of all blocks: at most about this (64 MiB)
 
 
 def _say(comm: Any, progress: bool, text: str) -> None:
     if progress and (comm is None or comm.Get_rank() == 0):
-        print(f"hpc align: {text}", file=sys.stderr, flush=True)
+        from hpc.progress import active_phase
+
+        phase = active_phase()
+        if phase is not None and phase.progress.enabled:  # a bar is drawn: do not break it
+            phase.progress.write(f"hpc align: {text}")
+        else:
+            print(f"hpc align: {text}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- top-k lists
@@ -195,6 +207,7 @@ def search(
     evalue_method: str = "karlin",
     strand: str | None = None,
     db_size: tuple[int, int] | None = None,
+    figures: dict[str, Any] | None = None,
 ) -> dict[str, np.ndarray]:
     """Collective for ``executor="mpi"``. The ``top`` best targets of every query, aligned.
 
@@ -213,8 +226,14 @@ def search(
         Where the database batches are scored: round-robin over the ranks of ``comm``, this
         process, or Dask tasks (:func:`hpc.run.map_blocks`).
     batch : int, optional
-        Database sequences per batch (default: at most 16384, and at most about 4 million
-        scores per batch, so the memory of a search does not grow with the database).
+        Database sequences per batch (default: at most 16384, at most about 4 million scores
+        per batch, so the memory of a search does not grow with the database, and at least
+        512 batches where each still holds 4096 query x target pairs). The batches are the
+        work of :func:`hpc.run.map_blocks` (for large query sets, consecutive batches grouped
+        into blocks and the queries cut into chunks, see :func:`_layout`), so inside
+        ``with hpc.journal.Journal(...)`` finished blocks are journaled and a rerun resumes
+        them, and inside ``with progress.phase(cells)`` they move the progress bar. The
+        layout depends on the inputs and ``batch`` only, never on the rank count.
     evalue : float, optional
         Keep only hits of E-value at most this (local mode with published statistics).
     evalue_method : {"karlin", "spouge"}
@@ -228,6 +247,11 @@ def search(
         like BLAST's ``-dbsize``.
     progress : bool
         Print stage timings on rank 0 (standard error).
+    figures : dict, optional
+        Filled with the scoring phase's figures (the same on every rank): ``cell_updates``
+        (query letters, both strands, times database letters), ``scored_cell_updates`` (those
+        scored by this run, not taken from a journal), ``score_seconds``, ``blocks``,
+        ``resumed_blocks``.
 
     Returns
     -------
@@ -264,28 +288,28 @@ def search(
     elif stats.ka is None:
         _say(comm, progress, f"no E-values: {stats.why}")
     if nq == 0 or nt == 0:  # nothing to score: an empty table, on every rank alike
+        if figures is not None:
+            figures.update(cell_updates=0.0, scored_cell_updates=0.0, score_seconds=0.0,
+                           blocks=0, resumed_blocks=0)  # fmt: skip
         none = np.empty(0, dtype=np.int64)
         return _rows(qe, {}, none, none, scoring, m, qn, band, strands, stats)
     qx = qe if strands == 1 else _concat(qe, reverse_complement(qe))
     k = min(top, nt * strands)
-    # default batch: bounded memory, and at least one batch per rank
-    bsize = (
-        int(batch) if batch else max(1, min(-(-nt // size), _BATCH_CELLS // len(qx), _BATCH_MAX))
-    )
+    lay = _layout(nt, len(qx), k, batch)
     t0 = time.perf_counter()
     args = (k, strands, stats, evalue, scoring, mode, backend)
-    if executor == "dask":
-        best_s, best_i = _dask_best(qx, db, bsize, args, scheduler)
-    else:
-        best_s, best_i = _stream_best(qx, db, bsize, args, comm, rank, size)
+    scan = figures if figures is not None else {}
+    best_s, best_i = _scan(qx, db, lay, args, executor, comm, scheduler, scan)
     if strands == 2:  # fold the reverse-complement rows into their query's list
         minus = np.where(best_i[nq:] >= 0, best_i[nq:] + 1, -1)
         best_s, best_i = merge_best(best_s[:nq], best_i[:nq], best_s[nq:], minus)
         best_i[best_s == _MISSING] = -1
-    cells = float(qx.lengths.sum()) * float(db.residues)
     dt = time.perf_counter() - t0
-    rate = cells / max(dt, 1e-9) / 1e9
-    _say(comm, progress, f"scored {nq} x {nt} pairs in {dt:.2f} s ({rate:.2f} GCUPS)")
+    rate = scan["scored_cell_updates"] / max(scan["score_seconds"], 1e-9) / 1e9
+    resumed = f", {scan['resumed_blocks']} of {lay.nblocks} blocks resumed" * bool(
+        scan["resumed_blocks"]
+    )
+    _say(comm, progress, f"scored {nq} x {nt} pairs in {dt:.2f} s ({rate:.2f} GCUPS{resumed})")
     keep = best_i >= 0
     qidx = np.nonzero(keep)[0].astype(np.int64)  # row-major: by query, then by rank
     cand = best_i[keep]
@@ -306,81 +330,172 @@ def _concat(a: Encoded, b: Encoded) -> Encoded:
                    np.concatenate([a.offsets, a.offsets[-1] + b.offsets[1:]]))  # fmt: skip
 
 
-def _stream_best(
-    qx: Encoded, db: Database, bsize: int, args: tuple, comm: Any, rank: int, size: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """This process's batches (every ``size``-th), folded into one top-k list; with MPI the
-    ranks' lists merged (a failure on any rank raised on all of them)."""
-    k, strands, _stats, _ev, scoring = args[:5]
-    best_s = np.full((len(qx), k), _MISSING, dtype=np.int64)
-    best_i = np.full((len(qx), k), -1, dtype=np.int64)
-    error = None
-    try:
-        for b, (first, names, seqs) in enumerate(db.batches(bsize)):
-            if b % size != rank:
-                continue
-            te = encode_all(seqs, scoring, _what(db), names)
-            bs, bi = _block_best(qx, te, first, *args)
-            best_s, best_i = merge_best(best_s, best_i, bs, bi)
-    except Exception as exc:  # every rank must learn of it, or the others hang in the merge
-        if comm is None:
-            raise
-        error = exc
-    if comm is None or size == 1:
-        if error is not None:
-            raise error
-        return best_s, best_i
-    from hpc.collectives import allgather_object, bcast_array, merge_topk
-    from hpc.errors import on_all_ranks
+@dataclass(frozen=True)
+class _Layout:
+    """How a search is cut into :func:`hpc.run.map_blocks` blocks (see :func:`_layout`).
 
-    mine = None if error is None else (isinstance(error, ValueError), f"rank {rank}: {error}")
-    errors = [e for e in allgather_object(mine, comm) if e]
-    if errors:  # the same exception on every rank: bad input stays a ValueError
-        kind = ValueError if all(bad for bad, _ in errors) else RuntimeError
-        raise on_all_ranks(kind("search failed: " + "; ".join(text for _, text in errors)))
+    Block ``b`` scores query chunk ``b // ndb`` (``qrows`` rows at a time of the queries and
+    their reverse complements) against database block ``b % ndb`` (``per`` consecutive
+    batches of ``bsize`` sequences); its row holds ``k`` scores and ``k`` ids per query row.
+    """
 
-    def merge(d1, i1, d2, i2):  # merge_topk's order is ascending: scores travel negated
-        s, i = merge_best(-d1, i1, -d2, i2)
-        return -s, i
+    bsize: int  # database sequences per batch
+    nbatches: int
+    per: int  # batches per database block
+    ndb: int  # database blocks
+    qrows: int  # query rows per chunk
+    nqc: int  # query chunks
+    k: int
 
-    d, i = merge_topk(-best_s, best_i, 0, comm, merge=merge)
-    d = bcast_array(d, 0, comm)
-    i = bcast_array(i, 0, comm)
-    return -d, i
+    @property
+    def nblocks(self) -> int:
+        return self.nqc * self.ndb
+
+    @property
+    def half(self) -> int:
+        """Scores (or ids) in a block's row."""
+        return self.qrows * self.k
 
 
-def _dask_best(
-    qx: Encoded, db: Database, bsize: int, args: tuple, scheduler: Any
-) -> tuple[np.ndarray, np.ndarray]:
-    """Batches as Dask tasks (:func:`hpc.run.map_blocks`, one block per batch); each returns
-    its top-k rows, folded here."""
+def _layout(nt: int, rows: int, k: int, batch: int | None) -> _Layout:
+    """The blocks of a search of ``rows`` query rows against ``nt`` sequences, top ``k``.
+
+    Depends on the inputs alone, never on the rank count, so a journal written on some ranks
+    resumes on others. The default batch keeps a score block under :data:`_BATCH_CELLS` and
+    cuts the database into at least :data:`_MIN_BATCHES` batches (ranks to feed, progress,
+    little work lost to a kill) where a batch keeps :data:`_MIN_PAIRS` pairs. Every rank
+    gathers one top-k list per block, so when the lists of all batches would pass
+    :data:`_ROWS_BYTES` consecutive batches share a database block, and the queries are cut
+    into chunks to keep as many blocks (the gathered bytes do not grow with the chunks: each
+    holds its own rows' lists).
+    """
+    if batch:
+        bsize = int(batch)
+    else:
+        many = max(-(-nt // _MIN_BATCHES), -(-_MIN_PAIRS // rows))
+        bsize = max(1, min(many, _BATCH_CELLS // rows, _BATCH_MAX))
+    nbatches = -(-nt // bsize)
+    per = -(-nbatches // max(1, _ROWS_BYTES // (16 * rows * k + 16)))
+    ndb = -(-nbatches // per)
+    nqc = min(rows, -(-min(nbatches, _MIN_BATCHES) // ndb))
+    qrows = -(-rows // nqc)
+    return _Layout(bsize, nbatches, per, ndb, qrows, -(-rows // qrows), k)
+
+
+def _chunk_rows(enc: Encoded, lo: int, hi: int) -> Encoded:
+    """Sequences ``lo .. hi - 1`` of ``enc``."""
+    off = enc.offsets[lo : hi + 1]
+    return Encoded(enc.codes[int(off[0]) : int(off[-1])], off - off[0])
+
+
+def _scan(
+    qx: Encoded, db: Database, lay: _Layout, args: tuple, executor: str, comm: Any,
+    scheduler: Any, figures: dict[str, Any],
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Score every batch and fold the blocks into one top-k list per row of ``qx``.
+
+    A :func:`hpc.run.map_blocks` block's row (float64; scores and ids are integers below
+    2**53, so exact) is ``[run nonce, cell updates, scores, target ids]``: the ``k`` best per
+    row of its query chunk over its database block. A journal (an enclosing
+    :class:`hpc.journal.Journal`) keeps the rows of finished blocks; the nonce tells the
+    blocks scored by this run from those taken from the journal. The top-k of a union does
+    not depend on how it is grouped (scores descending, ids ascending: a total order), so
+    folding the blocks gives the same lists whatever the batches, blocks and ranks.
+    """
+    from hpc.progress import active_phase
     from hpc.run import map_blocks
 
-    k, strands, _stats, _ev, scoring = args[:5]
-    nb = -(-db.count // bsize)
-    width = len(qx) * k * 2
+    k, _strands, _stats, _ev, scoring = args[:5]
+    rows, qrows, half = len(qx), lay.qrows, lay.half
+    nonce = float(int.from_bytes(os.urandom(6), "little") + 1)  # < 2**53: exact
+    if comm is not None and comm.Get_size() > 1:  # one run, one nonce: rank 0's
+        from hpc.collectives import bcast_object
+
+        nonce = float(bcast_object(nonce, 0, comm))
+    # the bar's figure beside the rate; not for Dask (the phase does not travel to workers)
+    phase = active_phase() if executor != "dask" else None
+    clock: list[float] = []
+    failure: list[BaseException] = []
+
+    def one(b: int, out: np.ndarray) -> None:
+        c, d = divmod(b, lay.ndb)
+        lo, hi = c * qrows, min((c + 1) * qrows, rows)
+        chunk = _chunk_rows(qx, lo, hi)
+        best_s = np.full((hi - lo, k), _MISSING, dtype=np.int64)
+        best_i = np.full((hi - lo, k), -1, dtype=np.int64)
+        residues = 0
+        for t in range(d * lay.per, min((d + 1) * lay.per, lay.nbatches)):
+            names, seqs = db.read(t * lay.bsize, lay.bsize)
+            te = encode_all(seqs, scoring, _what(db), names)
+            residues += int(te.lengths.sum())
+            bs, bi = _block_best(chunk, te, t * lay.bsize, *args)
+            best_s, best_i = merge_best(best_s, best_i, bs, bi)
+        out[:] = -1.0  # the last chunk's missing rows: empty slots
+        out[0], out[1] = nonce, float(chunk.lengths.sum()) * residues
+        n = (hi - lo) * k
+        out[2 : 2 + n] = best_s.reshape(-1)
+        out[2 + half : 2 + half + n] = best_i.reshape(-1)
 
     def block(first: int, count: int) -> np.ndarray:
-        out = np.empty((count, width))
-        for j in range(count):
-            lo = (first + j) * bsize
-            found = db.fetch(np.arange(lo, min(lo + bsize, db.count)))
-            names = [found[t][0] for t in sorted(found)]
-            te = encode_all([found[t][1] for t in sorted(found)], scoring, _what(db), names)
-            bs, bi = _block_best(qx, te, lo, *args)
-            out[j] = np.concatenate([bs.reshape(-1), bi.reshape(-1)]).astype(np.float64)
+        out = np.empty((count, 2 + 2 * half))
+        try:
+            for j in range(count):
+                one(first + j, out[j])
+                _show_rate(phase, clock)
+        except Exception as exc:
+            failure.append(exc)
+            raise
         return out
 
-    rows = map_blocks(block, nb, width, executor="dask", batch=1, scheduler=scheduler)
-    best_s = np.full((len(qx), k), _MISSING, dtype=np.int64)
-    best_i = np.full((len(qx), k), -1, dtype=np.int64)
-    half = len(qx) * k
-    for r in rows:
-        bs = r[:half].astype(np.int64).reshape(len(qx), k)
-        bi = r[half:].astype(np.int64).reshape(len(qx), k)
+    t0 = time.perf_counter()
+    try:
+        got = map_blocks(block, lay.nblocks, 2 + 2 * half, executor=executor, comm=comm,
+                         scheduler=scheduler)  # fmt: skip
+    except RuntimeError as exc:
+        if comm is None or not getattr(exc, "all_ranks", False):
+            raise
+        raise _agreed_failure(failure, comm) from None
+    finally:
+        db.close()
+    figures["score_seconds"] = time.perf_counter() - t0
+    figures["blocks"] = lay.nblocks
+    figures["resumed_blocks"] = int(np.count_nonzero(got[:, 0] != nonce))
+    figures["cell_updates"] = float(got[:, 1].sum())
+    figures["scored_cell_updates"] = float(got[got[:, 0] == nonce, 1].sum())
+    best_s = np.full((lay.nqc * qrows, k), _MISSING, dtype=np.int64)
+    best_i = np.full((lay.nqc * qrows, k), -1, dtype=np.int64)
+    for b, r in enumerate(got):
+        c = b // lay.ndb
+        part = slice(c * qrows, (c + 1) * qrows)
+        bs = r[2 : 2 + half].astype(np.int64).reshape(qrows, k)
+        bi = r[2 + half :].astype(np.int64).reshape(qrows, k)
         bs[bi < 0] = _MISSING
-        best_s, best_i = merge_best(best_s, best_i, bs, bi)
-    return best_s, best_i
+        best_s[part], best_i[part] = merge_best(best_s[part], best_i[part], bs, bi)
+    return best_s[:rows], best_i[:rows]
+
+
+def _show_rate(phase: Any, clock: list[float]) -> None:
+    """Rank 0: GCUPS of this run beside the bar (``clock``: start time and units then)."""
+    if phase is None or not phase.progress.enabled or phase.progress.rank != 0:
+        return
+    now, done = time.perf_counter(), phase.progress.n
+    if not clock:  # the first block: journaled blocks are counted already
+        clock.extend((now, done))
+    elif now > clock[0] and done > clock[1]:  # rank 0's count moves between its batches
+        phase.progress.set_rate(GCUPS=(done - clock[1]) / (now - clock[0]) / 1e9)
+
+
+def _agreed_failure(failure: list[BaseException], comm: Any) -> Exception:
+    """Collective. The failure of some ranks' blocks as one exception on every rank: a
+    ValueError (bad input: the command line reports it) when every failure was one."""
+    from hpc.collectives import allgather_object
+    from hpc.errors import on_all_ranks
+
+    rank = comm.Get_rank()
+    mine = [(isinstance(e, ValueError), f"rank {rank}: {e}") for e in failure[:1]]
+    errors = [e for part in allgather_object(mine, comm) for e in part]
+    kind = ValueError if errors and all(bad for bad, _ in errors) else RuntimeError
+    return on_all_ranks(kind("search failed: " + "; ".join(text for _, text in errors)))
 
 
 # --------------------------------------------------------------------------- hit rows
