@@ -337,3 +337,29 @@ def gemm_peak_flops(backend: Any = None, n: int = 1024, repeats: int = 3) -> flo
         be.synchronize()
         best = min(best, time.perf_counter() - t0)
     return 2.0 * n**3 / max(best, 1e-12)
+
+
+def copy_bandwidth(comm: Any = None, nbytes: int = 1 << 26, repeats: int = 3) -> float:
+    """Collective over ``comm``. The memory bandwidth of every rank copying at once (bytes/s
+    read + written over all ranks): the best of ``repeats`` copies of ``nbytes`` per rank.
+
+    The measured ceiling of memory-bound work (a lattice Boltzmann step reads and writes
+    every population once): ``fraction_of_limit`` then compares a run with what this
+    machine's memory delivers now, not with a data-sheet figure.
+    """
+    import numpy as np
+
+    from .collectives import allreduce
+    from .comm import resolve_comm
+
+    comm = resolve_comm(comm)
+    src = np.ones(max(nbytes // 8, 1))
+    dst = np.empty_like(src)
+    np.copyto(dst, src)  # pages touched before timing
+    best = float("inf")
+    for _ in range(repeats):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, allreduce(time.perf_counter() - t0, "max", comm))
+    return comm.Get_size() * 2.0 * src.nbytes / max(best, 1e-12)

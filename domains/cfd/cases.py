@@ -107,6 +107,7 @@ class Case:
         progress: bool = False,
         checkpoint_every: int = 0,
         on_checkpoint: Callable[[int], None] | None = None,
+        report: Callable[[str, int, float], None] | None = None,
     ) -> dict[str, Any]:
         """Collective. Advance ``steps`` more steps; stop early once the velocity residual
         (max |u - u_previous| / U between checks) falls below ``tol`` (steady cases).
@@ -114,8 +115,9 @@ class Case:
         Checks fall on multiples of ``check_every`` and ``on_checkpoint(step)`` is called on
         multiples of ``checkpoint_every``, counted in absolute steps, so a restarted run checks
         and checkpoints at the same steps as an uninterrupted one. ``progress`` prints steps/s,
-        MLUPS and the residual on rank 0 at every check. Returns steps run, seconds, MLUPS, the
-        last residual and whether it converged.
+        MLUPS and the residual on rank 0 at every check, through ``report(line, steps since the
+        last report, MLUPS)`` when given (a progress bar), else to stdout. Returns steps run,
+        seconds, MLUPS, the last residual and whether it converged.
         """
         solver = self.solver
         start = solver.steps_done
@@ -124,6 +126,7 @@ class Case:
         previous, residual, converged = None, math.inf, False
         cells = math.prod(self.decomp.global_shape)
         t0 = time.perf_counter()
+        reported = start
         while solver.steps_done < target:
             done = solver.steps_done
             chunk = min(every - done % every, target - done)
@@ -141,11 +144,13 @@ class Case:
                 residual, previous = self.velocity_residual(previous)
                 if progress and self.comm.Get_rank() == 0:
                     rate = (done - start) / max(time.perf_counter() - t0, 1e-12)
-                    print(
-                        f"step {done:8d}  {rate:9.1f} steps/s  {cells * rate / 1e6:8.2f} MLUPS  "
-                        f"residual {residual:.3e}{self._progress_text()}",
-                        flush=True,
-                    )
+                    line = (f"step {done:8d}  {rate:9.1f} steps/s  {cells * rate / 1e6:8.2f} "
+                            f"MLUPS  residual {residual:.3e}{self._progress_text()}")
+                    if report is None:
+                        print(line, flush=True)
+                    else:
+                        report(line, done - reported, cells * rate / 1e6)
+                        reported = done
                 if tol is not None and residual < tol:
                     converged = True
                     break

@@ -20,6 +20,7 @@ from typing import Any
 
 import hpc  # lazy: MPI starts at the first hpc.world()
 from hpc.errors import UsageError, check_count, check_output_path, on_all_ranks
+from hpc.jobs import Job, add_job_options
 
 __all__ = ["add_parser"]
 
@@ -49,8 +50,17 @@ def _common(p: argparse.ArgumentParser, steps: int) -> None:
     )
     p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints")
     p.add_argument("--restart", action="store_true", help="continue from the latest checkpoint")
+    p.add_argument(
+        "--journal",
+        type=Path,
+        metavar="DIR",
+        default=None,
+        help="checkpoints in DIR (every --checkpoint-every steps, default --check-every), "
+        "resumed from the latest when DIR holds one (after a crash or preemption, on any rank "
+        "count); removed when the run completes",
+    )
     p.add_argument("--backend", default=None, help="auto, cpu or gpu")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_job_options(p, journal=False)  # --quiet, --metrics FILE
 
 
 def _bodies(p: argparse.ArgumentParser) -> None:
@@ -211,10 +221,19 @@ def _check_options(args: argparse.Namespace) -> None:
             raise UsageError(f"{args.file}: no such file")
     if args.checkpoint_dir is not None and args.checkpoint_dir.is_file():
         raise UsageError(f"--checkpoint-dir {args.checkpoint_dir}: is a file, expected a folder")
+    if args.journal is not None:
+        if args.checkpoint_dir is not None or args.restart:
+            raise UsageError("--journal DIR is a checkpoint folder resumed and removed at the "
+                             "end: give it, or --checkpoint-dir/--restart, not both")
+        if args.journal.is_file():
+            raise UsageError(f"--journal {args.journal}: is a file, expected a folder")
+        # the journal: checkpoints in DIR, resumed when there, removed when the run completes
+        args.checkpoint_dir, args.restart = args.journal, True
+        args.checkpoint_every = args.checkpoint_every or args.check_every
 
 
 def _run_case(args: argparse.Namespace) -> int:
-    from hpc.io import Checkpoint, atomic_output, write_array, write_attrs, write_xdmf
+    from hpc.io import Checkpoint
 
     try:
         _check_options(args)
@@ -230,7 +249,7 @@ def _run_case(args: argparse.Namespace) -> int:
     ckpt = Checkpoint(ckpt_dir, keep=2) if (args.checkpoint_every or args.restart) else None
     params = {
         "case": args.case,
-        "args": {k: str(v) for k, v in vars(args).items() if k not in ("func",)},
+        "args": {k: str(v) for k, v in vars(args).items() if k not in ("func", "argv")},
     }
     if args.restart:
         step = ckpt.latest()
@@ -242,15 +261,40 @@ def _run_case(args: argparse.Namespace) -> int:
             solver.restore(state.arrays, state.step)
             if rank0:
                 print(f"restarted from step {state.step} ({state.path})", flush=True)
+    job = Job(args, comm, unit="steps", total=max(0, args.steps - solver.steps_done),
+              backend=solver.backend.name, journal=False, desc=args.case)
+    with job:
+        _solve(args, case, ckpt, params, job)
+    if args.journal is not None and rank0:  # the run is whole: its checkpoints are done with
+        import shutil
+
+        shutil.rmtree(args.journal, ignore_errors=True)
+    return 0
+
+
+def _solve(args: argparse.Namespace, case: Any, ckpt: Any, params: dict[str, Any],
+           job: Job) -> None:
+    """Collective. Run the case, report, and write ``--out`` with the run record."""
+    from hpc.io import atomic_output, write_array, write_attrs, write_xdmf
+
+    from hpc.runrecord import copy_bandwidth
+
+    comm, solver = case.comm, case.solver
+    rank0 = comm.Get_rank() == 0
     if rank0 and not args.quiet:
         u = case.units
-        print(
+        job.write(
             f"{args.case}: grid {case.decomp.global_shape} on {comm.Get_size()} ranks "
             f"{case.decomp.dims}, {solver.lattice.name} {solver.collision.upper()} "
             f"{solver.dtype.name}, backend {solver.backend.name}, tau={u.tau:.4f} "
-            f"nu={u.nu:.4g} Re={u.reynolds:.4g} Ma={u.mach:.3f}",
-            flush=True,
+            f"nu={u.nu:.4g} Re={u.reynolds:.4g} Ma={u.mach:.3f}"
         )
+
+    def report(line: str, steps: int, mlups: float) -> None:  # rank 0, at every check
+        job.progress.update(steps)
+        job.progress.set_rate(MLUPS=mlups)
+        job.write(line)  # above the bar, or the plain line when there is none
+
     tol = getattr(args, "tol", 0.0)
     if args.case == "cylinder" and tol is None:
         tol = 1e-8 if args.re <= 40 else 0.0
@@ -262,10 +306,19 @@ def _run_case(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         checkpoint_every=args.checkpoint_every,
         on_checkpoint=lambda step: ckpt.save(step, solver.state(), case.decomp, attrs=params),
+        report=report,
     )
     if info["converged"] and rank0 and not args.quiet:
-        print(f"converged: residual {info['residual']:.3e} < {tol:g}", flush=True)
+        job.write(f"converged: residual {info['residual']:.3e} < {tol:g}")
     _report(case, args, rank0)
+    figures: dict[str, Any] = {"rate": info["mlups"], "rate_unit": "MLUPS",
+                               "work": info["mlups"] * 1e6 * info["seconds"],
+                               "work_unit": "cell updates"}
+    if args.out or args.metrics:  # memory-bound: each update reads and writes q populations
+        traffic = 2 * solver.lattice.q * solver.dtype.itemsize
+        figures.update(limit=copy_bandwidth(comm) / 1e9, limit_unit="GB/s",
+                       achieved=info["mlups"] * 1e6 * traffic / 1e9)
+    job.finish(**figures)
     if args.out:
         fields = case.fields()
         attrs = {
@@ -289,11 +342,11 @@ def _run_case(args: argparse.Namespace) -> int:
                 if not rank0:
                     table = {k: v[:0] for k, v in table.items()}
                 write_table(tmp, "forces", table, comm)
+            job.write_record(tmp)
         if rank0:
             write_xdmf(args.out, list(fields), spacing=[1.0] * case.decomp.ndim)
-            print(f"fields written to {args.out} (+ {args.out.with_suffix('.xmf').name})")
+            job.write(f"fields written to {args.out} (+ {args.out.with_suffix('.xmf').name})")
     solver.close()
-    return 0
 
 
 def _body_summary(case: Any, args: argparse.Namespace) -> dict[str, Any]:

@@ -153,7 +153,7 @@ def test_price_survives_ten_sigkills_on_changing_ranks_and_executors(tmp_path, p
 def test_var_survives_ten_sigkills_on_changing_ranks(tmp_path, capsys):
     seed = random.randrange(2**32)
     rng = random.Random(seed)
-    common = ["risk", "var", BOOK, "--scenarios", "1e6", "--seed", "3", "--json"]
+    common = ["risk", "var", BOOK, "--scenarios", "1e7", "--seed", "3", "--json"]
     assert main(common) == 0
     reference = json.loads(capsys.readouterr().out)
     journal = tmp_path / "j"
