@@ -20,8 +20,9 @@ from sqlglot import exp
 from hpc.backend import Backend
 from hpc.collectives import allreduce
 
-from . import ops, strings
+from . import ops
 from .expressions import InSet, column_key
+from .physical.columns import differing_rows
 from .planner import QueryPlan, Source
 from .table import Column, settle, settle_columns
 
@@ -115,7 +116,7 @@ def group_ids(backend: Backend, keys: list[Column],
     others = [c for c in keys if not c.raw]
     if raw and others:
         ids, ngroups, first = _ids(backend, others)
-        differ = sum(_differs(ids, first, keys[j]) for j in raw)
+        differ = sum(differing_rows(ids, first, keys[j]) for j in raw)
         differ = allreduce(differ, "sum", comm)
         if differ == 0:
             return ids, ngroups, first, keys
@@ -130,18 +131,6 @@ _FEW_ROWS_AN_ENTRY = 8  # raw keys with this many rows an entry are settled, not
 def _ids(backend: Backend, keys: list[Column]) -> tuple[Any, int, Any]:
     combined = ops.combine_ids(backend, [c.values for c in keys], [c.valid for c in keys])
     return ops.group_ids(backend, combined)
-
-
-def _differs(ids: np.ndarray, first: np.ndarray, column: Column) -> int:
-    """Rows whose string (or null) differs from their group's first row's."""
-    from .scan_kernels import differs_in_group
-
-    if len(column) == 0:
-        return 0
-    offsets, data = strings._buffers(strings._plain(column.dictionary.words))
-    valid = np.zeros(0, bool) if column.valid is None else column.valid
-    return int(differs_in_group(ids, first, column.values, offsets, data, valid,
-                                column.valid is not None))
 
 
 def settle_named(columns: dict[str, Column], names: list[str], comm: Any) -> dict[str, Column]:

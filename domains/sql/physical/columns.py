@@ -10,7 +10,7 @@ from hpc.domains.sql.table import Column, settle
 
 from .aggregates import sort_rank
 
-__all__ = ["carried_keys", "group_keys", "sort_order", "stack"]
+__all__ = ["carried_keys", "differing_rows", "group_keys", "sort_order", "stack"]
 
 
 def group_keys(cols: list[Column], n: int) -> tuple[np.ndarray, int, np.ndarray]:
@@ -50,14 +50,14 @@ def carried_keys(keys: list[Column]) -> tuple[list[Column], tuple | None]:
     grouped = None
     if others:
         grouped = group_keys(others, len(others[0]))
-        keep = {j for j in raw if not _differs(grouped[0], grouped[2], keys[j])}
+        keep = {j for j in raw if not differing_rows(grouped[0], grouped[2], keys[j])}
     out = [settle(k) if j in raw and j not in keep else k for j, k in enumerate(keys)]
     return out, grouped if len(keep) == len(raw) else None
 
 
-def _differs(ids: np.ndarray, first: np.ndarray, column: Column) -> int:
+def differing_rows(ids: np.ndarray, first: np.ndarray, column: Column) -> int:
     """Rows of a raw string column whose string (or NULL) differs from their group's first
-    row's."""
+    row's ``first[ids[row]]`` (0: the column holds one string in every group)."""
     from hpc.domains.sql.scan_kernels import differs_in_group
 
     if len(column) == 0:
