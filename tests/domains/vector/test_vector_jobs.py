@@ -17,6 +17,9 @@ from hpc.runrecord import read_run_record
 from tests.core.sigkill import Launch, describe, kill_chain, run_to_completion, temporaries
 
 BUILD = ["--synthetic", "5e3", "--dim", "8", "--index", "ivfpq", "--nlist", "16", "--m", "2"]
+# long enough (about 1.5 s of work on an idle 2-core machine) for kills to land inside it
+LONG_BUILD = ["--synthetic", "1e5", "--dim", "32", "--index", "ivfpq", "--nlist", "64",
+              "--m", "4"]
 
 
 def _datasets(path) -> dict[str, bytes]:
@@ -94,14 +97,14 @@ def test_build_survives_ten_sigkills(tmp_path, capsys):
     seed = random.randrange(2**32)
     rng = random.Random(seed)
     reference = tmp_path / "reference.h5"
-    assert main(["vector", "build", *BUILD, "--out", str(reference)]) == 0
+    assert main(["vector", "build", *LONG_BUILD, "--out", str(reference)]) == 0
     capsys.readouterr()
     expected = _datasets(reference)
     reference.unlink()
     journal, out = tmp_path / "j", tmp_path / "index.h5"
 
     def job(nranks: int | None) -> Launch:
-        argv = ["-m", "hpc.cli", "vector", "build", *BUILD, "--out", str(out)]
+        argv = ["-m", "hpc.cli", "vector", "build", *LONG_BUILD, "--out", str(out)]
         return Launch([*argv, "--journal", str(journal), "--quiet"], nranks)
 
     plan = [job(None), job(2), job(None), job(None), job(2)] * 2
