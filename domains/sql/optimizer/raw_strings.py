@@ -14,10 +14,10 @@ Two kinds of column stay raw:
 - **Carried.** A column every operator above only passes along (late materialisation): an
   output column, a bare GROUP BY key, a column joins, filters, sorts and limits carry
   without reading it, or one read entry by entry as above. It moves as row references
-  through the joins and is settled once, on the rows that remain (TPC-H Q10's customer
-  names, addresses and comments: 20 rows of 150,000). The operators settle it where they
-  must: an exchange before shipping rows, an aggregate whose other keys do not determine
-  it, the result.
+  through the joins and is settled once, on the rows that remain (a customer's name and
+  address beside a top-20 of revenue: 20 rows, not the whole table). The operators settle
+  it where they must: an exchange before shipping rows, an aggregate whose other keys do
+  not determine it, the result.
 
 EXPLAIN shows both on the scan (``(raw)``) and the settling on the filter.
 """

@@ -52,9 +52,9 @@ def _true(c: Column) -> np.ndarray:
 def _rows_passing(condition: E.Expr, side: Side) -> np.ndarray:
     """The rows of ``side`` where ``condition`` is TRUE, conjunct by conjunct: once the
     conjuncts so far keep at most half of the rows, each later one reads only the rows kept
-    (its columns gathered for them), as a selection vector would. TPC-H Q19's quantity
-    ranges are then compared on the 7% of ``lineitem`` its ship mode and instruction keep,
-    and its quantities converted from Parquet's decimals for those rows alone."""
+    (its columns gathered for them), as a selection vector would: a costly predicate after
+    a selective one (a range of decimals after a string equality) is evaluated, and its
+    decimals converted from Parquet's chunks, for the few rows left."""
     terms = E.conjuncts(condition)
     batch = _batch(side)
     mask = _true(evaluate(terms[0], batch))
