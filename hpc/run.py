@@ -151,6 +151,15 @@ def _start(stage: Any, nblocks: int, width: int) -> np.ndarray:
     return np.array(stage.rows) if stage is not None else np.empty((nblocks, width))
 
 
+def _store(out: np.ndarray, stage: Any, counter: Any, first: int, rows: np.ndarray) -> None:
+    """Rows of blocks ``first``.. into the result, the journal and the progress count."""
+    if stage is not None:
+        stage.record(first, rows)
+    out[first : first + len(rows)] = rows
+    if counter is not None:
+        counter.add(len(rows))
+
+
 def _counter(phase: Any, nblocks: int, stage: Any, comm: Any = None, remote: bool = False) -> Any:
     if phase is None:
         return None
@@ -167,12 +176,7 @@ def _map_local(
     out = _start(stage, nblocks, width)
     counter = _counter(phase, nblocks, stage)
     for first, count in _todo(nblocks, batch, stage):
-        rows = _checked(fn(first, count), count, width, first)
-        if stage is not None:
-            stage.record(first, rows)
-        out[first : first + count] = rows
-        if counter is not None:
-            counter.add(count)
+        _store(out, stage, counter, first, _checked(fn(first, count), count, width, first))
     if counter is not None:
         counter.close()
     return out
@@ -260,12 +264,7 @@ def _map_dask(
         # journal's directory
         for future in as_completed(futures):
             first, count = futures[future]
-            rows = _checked(future.result(), count, width, first)
-            if stage is not None:
-                stage.record(first, rows)
-            out[first : first + count] = rows
-            if counter is not None:
-                counter.add(count)
+            _store(out, stage, counter, first, _checked(future.result(), count, width, first))
         if counter is not None:
             counter.close()
         return out

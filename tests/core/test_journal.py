@@ -207,7 +207,7 @@ def test_sigkill_at_random_moments_then_resume_on_other_ranks_and_executors(tmp_
     is gone and no temporary is left."""
     seed = random.randrange(2**32)
     rng = random.Random(seed)
-    nblocks = 300
+    nblocks = 1200  # enough work (several seconds on one process) for kills to land inside it
     script = str(Path(journal_job.__file__))
     journal, out = tmp_path / "j", tmp_path / "out.npy"
 
