@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["civil_from_days", "days_from_civil", "shift_months"]
+__all__ = ["DAY_US", "civil_from_days", "days_from_civil", "shift_months", "shift_micros"]
 
 _DAYS_PER_ERA = 146097  # days in 400 Gregorian years
+DAY_US = 86_400_000_000  # microseconds per day
 
 
 def civil_from_days(days: Any) -> tuple[Any, Any, Any]:
@@ -56,3 +57,13 @@ def shift_months(days: Any, months: int) -> Any:
     length = _month_length(y2, m2)
     d2 = day + (length - day) * (day > length)  # min(day, length), scalar- and array-safe
     return days_from_civil(y2, m2, d2)
+
+
+def shift_micros(us: Any, months: int, days: int, micros: int) -> Any:
+    """Instants in microseconds since 1970 moved by an interval: its months first (a day past
+    the month's end clips to it), then its days, then its microseconds, as DuckDB."""
+    day = us // DAY_US
+    clock = us - day * DAY_US
+    if months:
+        day = shift_months(day, months)
+    return (day + days) * DAY_US + clock + micros

@@ -164,11 +164,12 @@ def _count(b: _Binder, arg: exp.Expression | None, what: str, least: int | None,
 def _frame(b: _Binder, spec: exp.WindowSpec, order: tuple[SortKey, ...],
            node: exp.Window) -> Frame:
     kind = (spec.args.get("kind") or "").lower()
-    if kind not in ("rows", "range"):
-        raise UnsupportedSQL(f"{kind.upper() or 'this'} frames are not supported (ROWS and "
-                             f"RANGE are): {describe(node)}")
-    if spec.args.get("exclude"):
-        raise UnsupportedSQL(f"EXCLUDE in a window frame is not supported: {describe(node)}")
+    if kind not in ("rows", "range", "groups"):
+        raise UnsupportedSQL(f"{kind.upper() or 'this'} frames are not supported (ROWS, "
+                             f"RANGE and GROUPS are): {describe(node)}")
+    if kind == "groups" and not order:
+        raise SQLError(f"a GROUPS frame needs an ORDER BY: {describe(node)}")
+    exclude = _exclusion(spec.args.get("exclude"), node)
     start = _bound(b, spec.args.get("start"), spec.args.get("start_side"), kind, order, node)
     end_node = spec.args.get("end")
     end = Bound("current") if end_node is None else _bound(
@@ -177,7 +178,21 @@ def _frame(b: _Binder, spec: exp.WindowSpec, order: tuple[SortKey, ...],
     if start.side == "unbounded_following" or end.side == "unbounded_preceding" or \
             sides.index(start.side) > sides.index(end.side):
         raise SQLError(f"the frame starts after it ends: {describe(node)}")
-    return Frame(kind, start, end)
+    return Frame(kind, start, end, exclude)
+
+
+_EXCLUSIONS = {"NO OTHERS": "no_others", "CURRENT ROW": "current", "GROUP": "group",
+               "TIES": "ties"}
+
+
+def _exclusion(value: exp.Expression | str | None, node: exp.Window) -> str:
+    """A frame's EXCLUDE clause as one of :data:`~.expr.FRAME_EXCLUSIONS`."""
+    if value is None:
+        return "no_others"
+    text = " ".join((value.name if isinstance(value, exp.Expression) else value).upper().split())
+    if text not in _EXCLUSIONS:
+        raise SQLError(f"unknown frame exclusion EXCLUDE {text}: {describe(node)}")
+    return _EXCLUSIONS[text]
 
 
 def _bound(b: _Binder, value: exp.Expression | str | None, side: str | None, kind: str,
@@ -194,19 +209,25 @@ def _bound(b: _Binder, value: exp.Expression | str | None, side: str | None, kin
     where = (side or "").lower()
     if not (isinstance(offset, Literal) and offset.value is not None):
         raise UnsupportedSQL(f"a frame offset must be a constant: {describe(node)}")
-    if kind == "rows":
+    if kind in ("rows", "groups"):
         if offset.type.kind != "integer" or offset.value < 0:
-            raise SQLError(f"a ROWS frame offset must be a non-negative integer: "
+            raise SQLError(f"a {kind.upper()} frame offset must be a non-negative integer: "
                            f"{describe(node)}")
         return Bound(where, int(offset.value))
     if len(order) != 1:
         raise SQLError(f"a RANGE frame with an offset needs exactly one ORDER BY key: "
                        f"{describe(node)}")
     key_type = order[0].expr.type
+    if key_type.kind in ("date", "timestamp") and offset.type.kind == "interval":
+        if any(v < 0 for v in offset.value):
+            raise SQLError(f"a RANGE frame's INTERVAL offset must not be negative: "
+                           f"{describe(node)}")
+        return Bound(where, tuple(int(v) for v in offset.value))
     if key_type.kind not in ("integer", "decimal", "double") or offset.type.kind not in (
             "integer", "decimal", "double"):
         raise UnsupportedSQL(f"a RANGE frame offset over {key_type} ordering is not "
-                             f"supported (numeric keys and offsets are): {describe(node)}")
+                             f"supported (numeric offsets over numeric keys and INTERVAL offsets "
+                             f"over DATE and TIMESTAMP keys are): {describe(node)}")
     if offset.value < 0:
         raise SQLError(f"a RANGE frame offset must not be negative: {describe(node)}")
     if key_type.kind == "double":

@@ -15,8 +15,8 @@ from typing import Any
 from .types import BOOLEAN, SQLType
 
 __all__ = ["Expr", "Ref", "Literal", "Call", "Case", "Aggregate", "SortKey", "Bound", "Frame",
-           "Window", "FUNCTIONS", "AGGREGATES", "WINDOW_FUNCTIONS", "WHOLE_PARTITION", "walk",
-           "transform", "refs", "conjuncts", "conjoin", "TRUE"]
+           "FRAME_EXCLUSIONS", "Window", "FUNCTIONS", "AGGREGATES", "WINDOW_FUNCTIONS",
+           "WHOLE_PARTITION", "walk", "transform", "refs", "conjuncts", "conjoin", "TRUE"]
 
 # Scalar functions, by the name a Call carries (the binder maps SQL spellings onto these).
 FUNCTIONS = frozenset({
@@ -209,8 +209,9 @@ BOUND_SIDES = ("unbounded_preceding", "preceding", "current", "following",
 @dataclass(frozen=True)
 class Bound:
     """One end of a window frame: ``side`` (one of :data:`BOUND_SIDES`) and, for
-    ``preceding`` / ``following``, the constant ``offset`` (rows for ROWS frames, a value
-    of the ORDER BY key's type for RANGE frames)."""
+    ``preceding`` / ``following``, the constant ``offset`` (rows for ROWS frames, peer
+    groups for GROUPS frames, for RANGE frames a value of the ORDER BY key's type or, over a
+    DATE or TIMESTAMP key, an interval as ``(months, days, microseconds)``)."""
 
     side: str
     offset: Any = None
@@ -223,20 +224,38 @@ class Bound:
         words = self.side.replace("_", " ").upper()
         if self.side == "current":
             return "CURRENT ROW"
+        if isinstance(self.offset, tuple):  # an INTERVAL: (months, days, microseconds)
+            months, days, micros = self.offset
+            return f"INTERVAL '{months} months {days} days {micros} microseconds' {words}"
         return f"{self.offset} {words}" if self.offset is not None else words
+
+
+FRAME_EXCLUSIONS = ("no_others", "current", "group", "ties")
 
 
 @dataclass(frozen=True)
 class Frame:
-    """A window frame: ``kind`` ``"rows"`` (positions) or ``"range"`` (ORDER BY values;
-    CURRENT ROW means the row and its peers), from ``start`` to ``end``, both included."""
+    """A window frame: ``kind`` ``"rows"`` (positions), ``"range"`` (ORDER BY values) or
+    ``"groups"`` (peer groups; in the last two CURRENT ROW means the row and its peers), from
+    ``start`` to ``end``, both included, less the rows ``exclude`` names (one of
+    :data:`FRAME_EXCLUSIONS`: none, the row itself, its peer group, its peers but itself)."""
 
     kind: str
     start: Bound
     end: Bound
+    exclude: str = "no_others"
+
+    def __post_init__(self) -> None:
+        if self.exclude not in FRAME_EXCLUSIONS:
+            raise ValueError(f"frame exclusion {self.exclude!r}: expected one of "
+                             f"{FRAME_EXCLUSIONS}")
 
     def __str__(self) -> str:
-        return f"{self.kind.upper()} BETWEEN {self.start} AND {self.end}"
+        text = f"{self.kind.upper()} BETWEEN {self.start} AND {self.end}"
+        if self.exclude != "no_others":
+            text += " EXCLUDE " + self.exclude.replace("_", " ").upper().replace(
+                "CURRENT", "CURRENT ROW")
+        return text
 
 
 WHOLE_PARTITION = Frame("rows", Bound("unbounded_preceding"), Bound("unbounded_following"))

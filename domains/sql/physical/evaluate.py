@@ -45,7 +45,7 @@ from hpc.backend import array_module
 __all__ = ["Batch", "evaluate", "cast_column", "physical_kind", "null_column",
            "literal_column", "predicate", "to_float", "DAY_US"]
 
-DAY_US = 86_400_000_000  # microseconds per day
+DAY_US = dates.DAY_US  # microseconds per day
 _I64_MAX = np.iinfo(np.int64).max
 _I64_MIN = np.iinfo(np.int64).min
 _KINDS = {"boolean": "bool", "integer": "int", "double": "float", "decimal": "decimal",
@@ -568,12 +568,7 @@ def _shift(col: Column, t: SQLType, interval: tuple[int, int, int], sign: int,
         if months:
             d = dates.shift_months(d, months)
         return _make(d + days, out, col.valid)
-    us = _micros(col, t)
-    day = us // DAY_US
-    clock = us - day * DAY_US
-    if months:
-        day = dates.shift_months(day, months)
-    total = (day + days) * DAY_US + clock + micros
+    total = dates.shift_micros(_micros(col, t), months, days, micros)
     if out.kind == "date":
         return _make(total // DAY_US, out, col.valid)
     return _make(total, out, col.valid)

@@ -13,9 +13,9 @@ input's row order.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import TypeVar
 
 import numpy as np
@@ -32,14 +32,20 @@ from .window_frames import (
     FRAMED,
     VARIANCES,
     argument,
+    combine,
     filtered,
     finish,
     frame_stats,
+    group_bound,
+    key_units,
+    merge_moments,
     moments_column,
+    moved,
     ntile,
     partition_aggregates,
     peer_key,
-    shift,
+    position_in,
+    segments,
     unsupported_frame,
 )
 from .window_spread import sequence, spread_function
@@ -214,9 +220,10 @@ def _function(w: E.Window, batch: Batch, lay: _Layout, pid: np.ndarray) -> Colum
     if w.name in ("lag", "lead"):
         return _offset(w, batch, lay)
     fs, fe = _frame(w.frame, lay)
+    parts = segments(w.frame, fs, fe, i, lay.peer_start, lay.peer_end)
     if w.name in ("first_value", "last_value", "nth_value"):
-        return _value(w, batch, fs, fe)
-    return _aggregate(w, batch, lay, pid, fs, fe)
+        return _value(w, batch, parts)
+    return _aggregate(w, batch, lay, pid, parts)
 
 
 def _pick(col: Column, src: np.ndarray, ok: np.ndarray) -> Column:
@@ -274,13 +281,27 @@ def _bound(b: E.Bound, kind: str, lay: _Layout, start: bool) -> np.ndarray:
     if b.side == "unbounded_following":
         return lay.part_end
     if b.side == "current":
-        if kind == "range":
+        if kind != "rows":
             return lay.peer_start if start else lay.peer_end
         return i if start else i + 1
     if kind == "rows":
         step = int(b.offset) * (-1 if b.side == "preceding" else 1)
         return np.clip(i + step + (0 if start else 1), lay.part_start, lay.part_end)
+    if kind == "groups":
+        return _group_bound(b, lay, start)
     return _range_bound(b, lay, start)
+
+
+def _group_bound(b: E.Bound, lay: _Layout, start: bool) -> np.ndarray:
+    """A GROUPS frame bound ``k PRECEDING / FOLLOWING``: peer groups numbered in order."""
+    if not lay.n:
+        return np.zeros(0, np.int64)
+    new_peer = np.zeros(lay.n, bool)
+    new_peer[lay.peer_start] = True
+    group = np.cumsum(new_peer) - 1
+    starts = np.flatnonzero(new_peer)
+    return group_bound(b, group, group[lay.part_start], group[lay.part_end - 1],
+                       lay.part_start, lay.part_end, start, lambda g: starts[g])
 
 
 def _range_bound(b: E.Bound, lay: _Layout, start: bool) -> np.ndarray:
@@ -289,15 +310,9 @@ def _range_bound(b: E.Bound, lay: _Layout, start: bool) -> np.ndarray:
     peers, the other NULLs)."""
     (key,), (term,) = lay.keys, lay.order
     ascending, t = term.ascending, term.expr.type
-    v = key.values
-    if t.kind == "double":
-        offset: float | int = float(b.offset)
-        v = v.astype(np.float64)
-    else:  # the key's physical units: a DECIMAL's unscaled integer
-        offset = int(Decimal(str(b.offset)).scaleb(t.scale if t.kind == "decimal" else 0))
-        v = v.astype(np.int64)
+    v = key_units(key, t)
     towards_larger = (b.side == "following") == ascending
-    target = shift(v, offset if towards_larger else -offset)
+    target = moved(v, t, b.offset, 1 if towards_larger else -1)
     valid = np.ones(lay.n, bool) if key.valid is None else key.valid
     nulls = np.zeros(lay.n + 1, np.int64)
     np.cumsum(~valid, out=nulls[1:])
@@ -309,17 +324,16 @@ def _range_bound(b: E.Bound, lay: _Layout, start: bool) -> np.ndarray:
     return np.where(valid, found, peers)
 
 
-def _value(w: E.Window, batch: Batch, fs: np.ndarray, fe: np.ndarray) -> Column:
-    """FIRST_VALUE, LAST_VALUE, NTH_VALUE over each row's frame."""
+def _value(w: E.Window, batch: Batch, parts: list[tuple[np.ndarray, np.ndarray]]
+           ) -> Column:
+    """FIRST_VALUE, LAST_VALUE, NTH_VALUE over each row's frame (its ordered ``parts``)."""
     x = evaluate(w.args[0], batch)
     nth = int(w.params[0]) if w.name == "nth_value" else 1
     if not w.ignore_nulls:
-        src = fe - 1 if w.name == "last_value" else fs + nth - 1
-        return _pick(x, src, (src >= fs) & (src < fe))
-    positions, before = _valid_positions(x)
-    j = before[fe] - 1 if w.name == "last_value" else before[fs] + nth - 1
-    ok = (j >= before[fs]) & (j < before[fe])
-    src = positions[np.clip(j, 0, max(len(positions) - 1, 0))] if len(positions) else fs
+        return _pick(x, *position_in(parts, w.name, nth))
+    positions, before = _valid_positions(x)  # the frame's parts among the non-NULL rows
+    j, ok = position_in([(before[lo], before[hi]) for lo, hi in parts], w.name, nth)
+    src = positions[np.clip(j, 0, max(len(positions) - 1, 0))] if len(positions) else j
     return _pick(x, src, ok)
 
 
@@ -328,18 +342,23 @@ def _value(w: E.Window, batch: Batch, fs: np.ndarray, fe: np.ndarray) -> Column:
 # ---------------------------------------------------------------------------------------
 
 
-def _aggregate(w: E.Window, batch: Batch, lay: _Layout, pid: np.ndarray, fs: np.ndarray,
-               fe: np.ndarray) -> Column:
-    if np.array_equal(fs, lay.part_start) and np.array_equal(fe, lay.part_end):
+def _aggregate(w: E.Window, batch: Batch, lay: _Layout, pid: np.ndarray,
+               parts: list[tuple[np.ndarray, np.ndarray]]) -> Column:
+    """An aggregate over each row's frame: its state over each of the frame's ``parts``,
+    combined."""
+    if len(parts) == 1 and np.array_equal(parts[0][0], lay.part_start) and \
+            np.array_equal(parts[0][1], lay.part_end):
         return _whole_partition(w, batch, pid)
     col, present = argument(w, batch)
     if w.distinct or w.name not in FRAMED:
         raise unsupported_frame(w)
     if w.name in VARIANCES:
         x = np.where(present, to_float(col, w.args[0].type), 0.0)
-        n, _, m2 = K.frame_moments(x, present, fs, fe)
+        moments = [K.frame_moments(x, present, lo, hi) for lo, hi in parts]
+        n, _, m2 = functools.reduce(merge_moments, moments)
         return moments_column(w, n, m2)
-    return finish(w, col, frame_stats(w, col, present, fs, fe))
+    states = [frame_stats(w, col, present, lo, hi) for lo, hi in parts]
+    return finish(w, col, functools.reduce(lambda a, b: combine(w, a, b), states))
 
 
 def _whole_partition(w: E.Window, batch: Batch, pid: np.ndarray) -> Column:

@@ -6,12 +6,17 @@ and saturating offsets."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
 
 import numpy as np
+from hpc.domains.sql import dates
 from hpc.domains.sql.errors import SQLError, UnsupportedSQL
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical.partial import COMBINING
+from hpc.domains.sql.logical.types import SQLType
 from hpc.domains.sql.table import Column
 
 from . import window_kernels as K
@@ -20,8 +25,9 @@ from .columns import stack
 from .evaluate import Batch, _make, _rescale, evaluate, to_float
 
 __all__ = ["FRAMED", "VARIANCES", "Stats", "argument", "combine", "filtered", "finish",
-           "frame_count", "frame_stats", "merge_moments", "moments_column", "ntile",
-           "partition_aggregates", "peer_key", "shift", "unsupported_frame", "with_default"]
+           "frame_count", "frame_stats", "group_bound", "key_units", "merge_moments",
+           "moments_column", "moved", "ntile", "partition_aggregates", "peer_key",
+           "position_in", "segments", "shift", "unsupported_frame", "with_default"]
 
 _INT64 = np.iinfo(np.int64)
 
@@ -238,3 +244,86 @@ def merge_moments(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]
         mean = np.where(nb == 0, ma, np.where(na == 0, mb, ma + delta * nb / total))
         m2 = np.where((na == 0) | (nb == 0), qa + qb, qa + qb + delta * delta * na * nb / total)
     return total, mean, m2
+
+
+# ---------------------------------------------------------------------------------------
+# Frame ends by value (RANGE) and by peer group (GROUPS), and EXCLUDE
+# ---------------------------------------------------------------------------------------
+
+def key_units(key: Column, t: SQLType) -> np.ndarray:
+    """An ORDER BY key's values in the units a RANGE frame's offset moves them by: floats, a
+    DECIMAL's unscaled integers, a DATE's or TIMESTAMP's microseconds, integers."""
+    if t.kind == "double":
+        return key.values.astype(np.float64)
+    if t.kind == "date":
+        return key.values.astype(np.int64) * dates.DAY_US
+    return key.values.astype(np.int64)
+
+
+def moved(units: np.ndarray, t: SQLType, offset: Any, sign: int) -> np.ndarray:
+    """:func:`key_units` values moved by ``sign`` times a RANGE frame's ``offset`` (a number
+    of the key's type, or an interval ``(months, days, microseconds)``), saturating."""
+    if isinstance(offset, tuple):
+        months, days, micros = (sign * int(v) for v in offset)
+        return dates.shift_micros(units, months, days, micros)
+    if t.kind == "double":
+        return shift(units, sign * float(offset))
+    scale = t.scale if t.kind == "decimal" else 0
+    return shift(units, sign * int(Decimal(str(offset)).scaleb(scale)))
+
+
+def group_bound(b: E.Bound, group: np.ndarray, first: np.ndarray, last: np.ndarray,
+                part_start: np.ndarray, part_end: np.ndarray, start: bool,
+                group_start: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """A GROUPS frame's end ``k PRECEDING / FOLLOWING`` as a position: the start of the peer
+    group ``k`` before / after the row's (``group``: its number; ``first``, ``last``: the
+    numbers of its partition's first and last groups), or past it for the frame's end;
+    clipped to the partition. ``group_start(g)``: the first position of groups ``g``
+    (called once)."""
+    k = int(b.offset)
+    target = group - k if b.side == "preceding" else group + k
+    if start:  # the first row of the target group; none after the partition's last
+        at = group_start(np.clip(target, first, last))
+        return np.where(target > last, part_end, at)
+    after = group_start(np.clip(target + 1, first, last))  # the end: the next group's start
+    end = np.where(target + 1 > last, part_end, after)
+    return np.where(target < first, part_start, end)
+
+
+def segments(frame: E.Frame, fs: np.ndarray, fe: np.ndarray, i: np.ndarray,
+             peer_start: np.ndarray, peer_end: np.ndarray
+             ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every row's frame ``[fs, fe)`` less the rows its EXCLUDE clause removes, as ranges of
+    positions in order (at most three: before the removed rows, the row itself where EXCLUDE
+    TIES keeps it, after them); empty ranges are ``(fs, fs)``."""
+    if frame.exclude == "no_others":
+        return [(fs, fe)]
+    cut_start, cut_end = (i, i + 1) if frame.exclude == "current" else (peer_start, peer_end)
+    before = (fs, np.clip(cut_start, fs, fe))
+    after = (np.clip(cut_end, fs, fe), fe)
+    if frame.exclude != "ties":
+        return [before, after]
+    inside = (fs <= i) & (i < fe)
+    return [before, (np.where(inside, i, fs), np.where(inside, i + 1, fs)), after]
+
+
+def position_in(parts: list[tuple[np.ndarray, np.ndarray]], name: str, nth: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The position FIRST_VALUE, LAST_VALUE or NTH_VALUE (``nth``) reads in each row's
+    frame made of the ordered ranges ``parts``, and whether there is one."""
+    src = np.full(len(parts[0][0]), -1, np.int64)
+    found = np.zeros(len(src), bool)
+    if name == "last_value":
+        for lo, hi in parts:
+            has = hi > lo
+            src = np.where(has, hi - 1, src)
+            found |= has
+        return src, found
+    left = np.full(len(src), nth - 1, np.int64)  # rows still to pass over
+    for lo, hi in parts:
+        length = hi - lo
+        hit = ~found & (left < length)
+        src = np.where(hit, lo + left, src)
+        found |= hit
+        left = left - length
+    return src, found

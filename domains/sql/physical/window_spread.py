@@ -14,9 +14,9 @@ whole-rank states of the ranks between. What does not combine from states (DISTI
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import astuple, dataclass, replace
-from decimal import Decimal
 
 import numpy as np
 from hpc.domains.sql.logical import expr as E
@@ -34,12 +34,16 @@ from .window_frames import (
     filtered,
     finish,
     frame_stats,
+    group_bound,
+    key_units,
     merge_moments,
     moments_column,
+    moved,
     ntile,
     partition_aggregates,
     peer_key,
-    shift,
+    position_in,
+    segments,
     unsupported_frame,
     with_default,
 )
@@ -133,14 +137,16 @@ def spread_function(w: E.Window, batch: Batch, seq: Sequence, ranks: Ranks) -> C
     if w.name in ("lag", "lead"):
         return _offset(w, batch, seq, ranks)
     fs, fe = _frame(w, seq, peer_start, peer_end, ranks)
+    parts = segments(w.frame, fs, fe, i, peer_start, peer_end)
     if w.name in ("first_value", "last_value", "nth_value"):
-        return _value(w, batch, fs, fe, ranks)
+        return _value(w, batch, parts, ranks)
     if w.distinct or w.name not in FRAMED:
-        if w.partition or not (w.frame.start.side == "unbounded_preceding" and
-                               w.frame.end.side == "unbounded_following"):
+        if w.partition or w.frame.exclude != "no_others" or not (
+                w.frame.start.side == "unbounded_preceding" and
+                w.frame.end.side == "unbounded_following"):
             raise unsupported_frame(w)
         return _whole(w, batch, ranks)
-    return _aggregate(w, batch, fs, fe, ranks)
+    return _aggregate(w, batch, parts, ranks)
 
 
 def _dense_rank(peer_start: np.ndarray, part_start: np.ndarray, ranks: Ranks) -> np.ndarray:
@@ -183,13 +189,15 @@ def _frame(w: E.Window, seq: Sequence, peer_start: np.ndarray, peer_end: np.ndar
             ends.append(seq.part_start)
         elif b.side == "unbounded_following":
             ends.append(seq.part_end)
-        elif b.side == "current" and kind == "range":
+        elif b.side == "current" and kind != "rows":
             ends.append(peer_start if start else peer_end)
         elif b.side == "current":
             ends.append(i if start else i + 1)
         elif kind == "rows":
             step = int(b.offset) * (-1 if b.side == "preceding" else 1)
             ends.append(np.clip(i + step + (0 if start else 1), seq.part_start, seq.part_end))
+        elif kind == "groups":
+            ends.append(_group_bound(b, seq, peer_start, start, ranks))
         else:  # without PARTITION BY (the plan keeps such a window on its partitions' ranks)
             ends.append(_range_bound(b, w.order[0], seq.keys[0],
                                      peer_start if start else peer_end, start, ranks))
@@ -197,17 +205,37 @@ def _frame(w: E.Window, seq: Sequence, peer_start: np.ndarray, peer_end: np.ndar
     return fs, np.maximum(fe, fs)
 
 
-def _ascending(key: Column, term: E.SortKey, b: E.Bound) -> tuple[np.ndarray, float | int]:
-    """The ORDER BY key's values mapped to a domain where the sequence ascends (a DECIMAL's
-    unscaled integers; descending keys mirrored: ``-v`` or ``~v``), and ``b``'s offset in
-    its units. In that domain ``k PRECEDING`` is ``u - k`` and ``k FOLLOWING`` ``u + k``."""
+def _group_bound(b: E.Bound, seq: Sequence, peer_start: np.ndarray, start: bool,
+                 ranks: Ranks) -> np.ndarray:
+    """Collective. A GROUPS frame bound ``k PRECEDING / FOLLOWING`` as a position in the
+    sequence: peer groups numbered over the whole sequence (each on one rank), the target
+    group's first position read on the rank that holds it."""
+    n, off = len(peer_start), ranks.offset
+    new_peer = np.zeros(n, bool)
+    new_peer[peer_start - off] = True
+    counts = ranks.gathered(np.array([int(new_peer.sum())], np.int64))[:, 0]
+    group = np.cumsum(new_peer) - 1 + counts[: ranks.rank].sum()
+    at = ranks.fetch({"g": Column(group, "int")}, np.concatenate([seq.part_start,
+                                                                  seq.part_end - 1]))
+    first, last = at["g"].values[:n], at["g"].values[n:]
+    starts = Column(np.flatnonzero(new_peer).astype(np.int64) + off, "int")
+    return group_bound(b, group, first, last, seq.part_start, seq.part_end, start,
+                       lambda g: ranks.fetch({"s": starts}, g, counts)["s"].values)
+
+
+def _ascending(key: Column, term: E.SortKey, b: E.Bound) -> tuple[np.ndarray, np.ndarray]:
+    """The ORDER BY key's values mapped to a domain where the sequence ascends (in
+    :func:`~.window_frames.key_units`; descending keys mirrored: ``-v`` or ``~v``), and
+    the values moved by ``b``'s offset in that domain (``k PRECEDING`` down, ``FOLLOWING``
+    up)."""
     t = term.expr.type
-    if t.kind == "double":
-        u = key.values.astype(np.float64)
-        return (u if term.ascending else -u), float(b.offset)
-    u = key.values.astype(np.int64)
-    offset = int(Decimal(str(b.offset)).scaleb(t.scale if t.kind == "decimal" else 0))
-    return (u if term.ascending else ~u), offset
+    v = key_units(key, t)
+    sign = (1 if b.side == "following" else -1) * (1 if term.ascending else -1)
+    target = moved(v, t, b.offset, sign)
+    if term.ascending:
+        return v, target
+    mirror = np.negative if v.dtype.kind == "f" else np.invert
+    return mirror(v), mirror(target)
 
 
 def _range_bound(b: E.Bound, term: E.SortKey, key: Column, peers: np.ndarray, start: bool,
@@ -216,9 +244,9 @@ def _range_bound(b: E.Bound, term: E.SortKey, key: Column, peers: np.ndarray, st
     among the non-NULL keys (one run of the sequence, each rank's part ascending in
     :func:`_ascending`'s domain), the first at or past (the end: past) the row's key moved
     by ``k``; the rank whose keys hold it searches them. A NULL key's frame is its peers."""
-    u, offset = _ascending(key, term, b)
+    u, moved_u = _ascending(key, term, b)
     valid = np.ones(len(u), bool) if key.valid is None else key.valid
-    target = shift(u[valid], -offset if b.side == "preceding" else offset)
+    target = moved_u[valid]
     mine = u[valid]  # this rank's non-NULL keys: one run, ascending
     counts = ranks.gathered(np.array([len(mine)], np.int64))[:, 0]
     lowest = -np.inf if u.dtype.kind == "f" else np.iinfo(np.int64).min
@@ -261,22 +289,22 @@ def _offset(w: E.Window, batch: Batch, seq: Sequence, ranks: Ranks) -> Column:
     return with_default(w, batch, value, ok)
 
 
-def _value(w: E.Window, batch: Batch, fs: np.ndarray, fe: np.ndarray, ranks: Ranks
-           ) -> Column:
-    """FIRST_VALUE, LAST_VALUE, NTH_VALUE: the frame's row at a position of the sequence
-    (IGNORE NULLS: of its non-NULL rows)."""
+def _value(w: E.Window, batch: Batch, parts: list[tuple[np.ndarray, np.ndarray]],
+           ranks: Ranks) -> Column:
+    """FIRST_VALUE, LAST_VALUE, NTH_VALUE: the row of the frame (its ordered ``parts``) at
+    a position of the sequence (IGNORE NULLS: of its non-NULL rows)."""
     x = evaluate(w.args[0], batch)
     nth = int(w.params[0]) if w.name == "nth_value" else 1
     if not w.ignore_nulls:
-        src = fe - 1 if w.name == "last_value" else fs + nth - 1
-        ok = (src >= fs) & (src < fe)
+        src, ok = position_in(parts, w.name, nth)
         return ranks.fetch({"x": x}, np.where(ok, src, -1))["x"]
     n = batch.nrows
     valid = np.ones(n, bool) if x.valid is None else x.valid
-    bounds, counts = _valid_before(valid, np.concatenate([fs, fe]), ranks)
-    first, stop = bounds[:n], bounds[n:]
-    j = stop - 1 if w.name == "last_value" else first + nth - 1
-    ok = (j >= first) & (j < stop)
+    bounds, counts = _valid_before(valid, np.concatenate([e for part in parts for e in part]),
+                                   ranks)
+    among = [(bounds[2 * k * n: (2 * k + 1) * n], bounds[(2 * k + 1) * n: (2 * k + 2) * n])
+             for k in range(len(parts))]  # the parts as positions among the non-NULL rows
+    j, ok = position_in(among, w.name, nth)
     return ranks.fetch({"x": x.take(np.flatnonzero(valid))}, np.where(ok, j, -1), counts)["x"]
 
 
@@ -301,20 +329,26 @@ def _valid_before(valid: np.ndarray, at: np.ndarray, ranks: Ranks
 # Aggregates
 # ---------------------------------------------------------------------------------------
 
-def _aggregate(w: E.Window, batch: Batch, fs: np.ndarray, fe: np.ndarray, ranks: Ranks
-               ) -> Column:
-    """An aggregate over frames of any extent: its state combined from pieces."""
+def _aggregate(w: E.Window, batch: Batch, parts: list[tuple[np.ndarray, np.ndarray]],
+               ranks: Ranks) -> Column:
+    """An aggregate over frames of any extent: its state combined from pieces, over each of
+    the frame's ``parts``."""
     col, present = argument(w, batch)
     if w.name in VARIANCES:
         x = np.where(present, to_float(col, w.args[0].type), 0.0)
-        count, _, m2 = _pieces(_spanned(lambda r, lo, hi: K.frame_moments(
+        moments = [_pieces(_spanned(lambda r, lo, hi: K.frame_moments(
             x[r], present[r], lo, hi), batch.nrows), merge_moments, fs, fe, ranks)
+            for fs, fe in parts]
+        count, _, m2 = functools.reduce(merge_moments, moments)
         return moments_column(w, count, m2)
-    state = _pieces(_spanned(lambda r, lo, hi: astuple(frame_stats(
+
+    def merged(a: State, b: State) -> State:
+        return astuple(combine(w, Stats(*a), Stats(*b)))
+
+    states = [_pieces(_spanned(lambda r, lo, hi: astuple(frame_stats(
         w, col if r == slice(None) else col.take(np.arange(r.start, r.stop)), present[r],
-        lo, hi)), batch.nrows),
-        lambda a, b: astuple(combine(w, Stats(*a), Stats(*b))), fs, fe, ranks)
-    return finish(w, col, Stats(*state))
+        lo, hi)), batch.nrows), merged, fs, fe, ranks) for fs, fe in parts]
+    return finish(w, col, Stats(*functools.reduce(merged, states)))
 
 
 def _spanned(states: Callable[[slice, np.ndarray, np.ndarray], State], n: int

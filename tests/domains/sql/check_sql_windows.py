@@ -56,6 +56,22 @@ QUERIES = [
     "(order by k range between 20 preceding and 10 preceding) as mx, avg(v) over (order by k "
     "desc nulls first range between unbounded preceding and 4 preceding) as a, var_samp(v) "
     "over (order by k range between 5 preceding and 5 following) as vs from {t} order by id",
+    # GROUPS frames (peer groups numbered over the ranks, a target group's start read where
+    # it lies) and EXCLUDE (a frame in up to three pieces, each combined over the ranks)
+    "select id, sum(v) over (order by k groups between 2 preceding and 1 following) as s, "
+    "count(*) over (order by k desc groups between current row and 3 following exclude "
+    "group) as c, min(s) over (order by k groups between 1 following and 5 following) as mn, "
+    "first_value(k) over (order by k groups between 4 preceding and 2 preceding) as fk, "
+    "count(v) over (partition by k % 3 order by k groups between 1 preceding and current "
+    "row) as pc from {t} order by id",
+    "select id, sum(v) over (order by k, id rows between 30 preceding and 30 following "
+    "exclude current row) as s, avg(v) over (order by k range between unbounded preceding "
+    "and current row exclude ties) as a, max(v) over (order by k range between 3 preceding "
+    "and 3 following exclude group) as mx, nth_value(k, 2 ignore nulls) over (order by k "
+    "groups between 1 preceding and 1 following exclude ties) as n2, last_value(id) over "
+    "(order by k, id rows between 50 preceding and 1 following exclude current row) as lv, "
+    "var_pop(v) over (order by k groups between 2 preceding and 2 following exclude group) "
+    "as vp from {t} order by id",
     # PARTITION BY: ranges of (partition, ORDER BY) per rank, a partition over several ranks
     "select id, row_number() over (partition by k order by id) as rn, rank() over (partition "
     "by k % 3 order by v) as r, dense_rank() over (partition by k % 3 order by v desc) as d, "

@@ -447,12 +447,15 @@ def _window(draw, scope: _Scope) -> str:
         ends.sort(key=lambda e: (float(e[0]) * (1 if e[1] == "following" else -1),
                                  e[1] == "following"))  # PRECEDING first: SQL's rule
         bounds = [f"{v} {side}" for v, side in ends]
+        a, b = sorted([draw(st.integers(-3, 3)), draw(st.integers(-3, 3))])
         frame = draw(st.sampled_from([
             "", f" range between {bounds[0]} and {bounds[1]}",
             " range between unbounded preceding and current row",
             f" range between current row and {draw(st.sampled_from(step))} following",
-            f" range between {draw(st.sampled_from(step))} preceding and unbounded following"]))
-        return f"{call} over ({over} order by {term}{frame})"
+            f" range between {draw(st.sampled_from(step))} preceding and unbounded following",
+            f" groups between {_bound(a)} and {_bound(b)}",
+            f" groups between unbounded preceding and {_bound(b)}"]))
+        return f"{call} over ({over} order by {term}{frame}{_exclusion(draw, frame)})"
     order = ", ".join(_sort_terms(draw, keys) + [n for n in names if n not in keys])
     col, kind = draw(st.sampled_from(scope.columns))
     fn = draw(st.sampled_from(["row_number", "ntile", "lag", "lead", "first_value",
@@ -467,12 +470,11 @@ def _window(draw, scope: _Scope) -> str:
         nulls = " ignore nulls" if draw(st.integers(0, 3)) == 0 else ""
         return f"{fn}({col}, {k}{default}{nulls}) over ({over} order by {order})"
     a, b = sorted([draw(st.integers(-3, 3)), draw(st.integers(-3, 3))])
-    bound = lambda v: "current row" if v == 0 else (  # noqa: E731
-        f"{-v} preceding" if v < 0 else f"{v} following")
     frame = draw(st.sampled_from([
-        "", f" rows between {bound(a)} and {bound(b)}",
-        f" rows between unbounded preceding and {bound(b)}",
-        f" rows between {bound(a)} and unbounded following"]))
+        "", f" rows between {_bound(a)} and {_bound(b)}",
+        f" rows between unbounded preceding and {_bound(b)}",
+        f" rows between {_bound(a)} and unbounded following"]))
+    frame += _exclusion(draw, frame)
     if fn == "agg_rows":
         agg = draw(st.sampled_from(["count(*)", "count", "sum", "min", "max", "avg"]))
         if agg == "count(*)":
@@ -485,6 +487,18 @@ def _window(draw, scope: _Scope) -> str:
     nulls = " ignore nulls" if draw(st.integers(0, 3)) == 0 else ""
     arg = f"{col}, {draw(st.integers(1, 3))}" if fn == "nth_value" else col
     return f"{fn}({arg}{nulls}) over ({over} order by {order}{frame})"
+
+
+def _bound(v: int) -> str:
+    """A frame end ``v`` rows or groups from the current one."""
+    return "current row" if v == 0 else (f"{-v} preceding" if v < 0 else f"{v} following")
+
+
+def _exclusion(draw, frame: str) -> str:
+    """Sometimes an EXCLUDE clause (only after an explicit frame, as SQL requires)."""
+    if not frame or draw(st.integers(0, 2)):
+        return ""
+    return " exclude " + draw(st.sampled_from(["current row", "group", "ties", "no others"]))
 
 
 def _window_query(draw, from_: str, scope: _Scope, where: str) -> Query:

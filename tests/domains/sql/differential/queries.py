@@ -558,8 +558,59 @@ WINDOWS = _feature(
     # beyond the grammar: refused with the construct named
     ("select t.id as id, median(t.i) over (order by t.id rows 2 preceding) as m from t",
      "pending", "smaller than the partition"),
-    ("select t.id as id, sum(t.i) over (order by t.id groups between 1 preceding and "
-     "current row) as s from t", "pending", "GROUPS"),
+    # GROUPS frames: offsets counted in peer groups
+    ("select t.id as id, sum(t.i) over (order by t.g groups between 1 preceding and current "
+     "row) as s from t order by id",),
+    ("select t.id as id, count(*) over (partition by t.b order by t.d groups between 2 "
+     "preceding and 1 following) as c from t order by id",),
+    ("select t.id as id, min(t.s) over (order by t.g desc nulls first groups between 1 "
+     "following and 3 following) as mn, first_value(t.g) over (order by t.g groups between "
+     "2 preceding and 2 preceding) as fv from t order by id",),
+    ("select t.id as id, avg(t.m) over (order by t.g groups between unbounded preceding and "
+     "1 preceding) as a, last_value(t.s) over (order by t.g, t.s groups between current row "
+     "and 4 following) as lv from t order by id",),
+    # EXCLUDE: the row, its peer group, its peers but itself
+    ("select t.id as id, sum(t.i) over (order by t.id rows between 2 preceding and 2 "
+     "following exclude current row) as s, avg(t.m) over (order by t.id rows between 3 "
+     "preceding and current row exclude current row) as a from t order by id",),
+    ("select t.id as id, count(*) over (order by t.g range between unbounded preceding and "
+     "current row exclude group) as c, sum(t.m) over (order by t.g groups between 1 "
+     "preceding and 1 following exclude group) as s from t order by id",),
+    ("select t.id as id, count(t.i) over (order by t.g groups between 1 preceding and 1 "
+     "following exclude ties) as c, max(t.f) over (partition by t.b order by t.g range "
+     "between current row and unbounded following exclude ties) as mx from t order by id",),
+    ("select t.id as id, first_value(t.s) over (order by t.g, t.id rows between 2 preceding "
+     "and 2 following exclude current row) as fv, nth_value(t.g, 2) over (order by t.g groups "
+     "between 1 preceding and 1 following exclude ties) as n2, last_value(t.g) over (order "
+     "by t.g range between unbounded preceding and current row exclude group) as lv "
+     "from t order by id",),
+    ("select t.id as id, first_value(t.f ignore nulls) over (order by t.id rows between 2 "
+     "preceding and 2 following exclude current row) as ff, nth_value(t.g, 2 ignore nulls) "
+     "over (order by t.g groups between 1 preceding and 1 following exclude group) as n2, last_value(t.i ignore nulls) over "
+     "(order by t.id rows between 4 preceding and 1 following exclude current row) as li "
+     "from t order by id",),
+    ("select t.id as id, var_samp(t.i) over (order by t.g groups between 1 preceding and 1 "
+     "following exclude group) as vs, bool_or(t.b) over (order by t.id rows between 1 "
+     "preceding and 1 following exclude current row) as bo from t where t.i between -1000 "
+     "and 1000 order by id",),
+    ("select t.id as id, sum(t.i) over (order by t.id rows between current row and current "
+     "row exclude current row) as s, count(*) over (order by t.g range between unbounded "
+     "preceding and current row exclude no others) as c "
+     "from t order by id",),
+    # RANGE offsets as intervals over DATE and TIMESTAMP keys
+    ("select t.id as id, count(*) over (order by t.d range between interval 30 days "
+     "preceding and current row) as c, sum(t.i) over (order by t.d range between current "
+     "row and interval '1 year' following) as s from t order by id",),
+    ("select t.id as id, count(*) over (order by t.d desc range between interval '2 months' "
+     "preceding and interval '10 years' following) as c, min(t.id) over (partition by t.b "
+     "order by t.d nulls first range between interval '40 years' preceding and interval 1 "
+     "day preceding) as mn from t order by id",),
+    ("select t.id as id, count(*) over (order by cast(t.d as timestamp) range between "
+     "interval '36 hours' preceding and interval '1 day 12 hours' following) as c, "
+     "max(t.id) over (order by cast(t.d as timestamp) desc range between interval '30 "
+     "years' preceding and current row exclude current row) as mx from t order by id",),
+    ("select o_orderkey as k, sum(o_totalprice) over (order by o_orderdate range between "
+     "interval 7 days preceding and current row) as week from orders order by k",),
 )
 
 QUERIES: list[Query] = (ORDERING + JOINS + EXPRESSIONS + AGGREGATES + DECIMAL + NULLS + SUBQUERIES
