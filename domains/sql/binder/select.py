@@ -6,15 +6,16 @@ so far with the subquery's plan: a mark join for EXISTS and IN (its boolean colu
 for the predicate), a single join for a scalar subquery. Correlated subqueries are
 decorrelated on the way: the correlated conjuncts of a plain subquery's WHERE become the
 join's condition; an aggregate subquery correlated by equalities is grouped by its
-correlation columns and joined on them (COUNT's empty groups read 0, not NULL). A WHERE
-conjunct that is a bare mark then turns its mark join into a semi join, a negated one into
+correlation columns and joined on them (COUNT's empty groups read 0, not NULL); any other
+is computed once per distinct value of the outer columns it reads (:func:`_through_domain`).
+A WHERE conjunct that is a bare mark then turns its mark join into a semi join, a negated one into
 an anti join (null-aware for NOT IN).
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -428,11 +429,21 @@ class _SelectBinder:
             if s.args.get("joins"):
                 raise SQLError(f"JOIN without FROM{position(s)}")
             return  # one row of no columns
-        rel = self.binder.relation(from_.this, self.outer, self.ctes)
+        rel = self.binder.relation(from_.this, self._through(), self.ctes)
         for j in s.args.get("joins") or []:
             rel = self._join(rel, j)
         self.node = rel.node
         self.scope.columns = rel.columns
+
+    def _through(self) -> Scope | None:
+        """The outer scope of a derived table in FROM: the enclosing query's (not this
+        SELECT's: a FROM item does not see its siblings), through a scope that records the
+        outer columns it reads as this SELECT's, so a subquery whose derived table is
+        correlated is correlated too."""
+        if self.outer is None:
+            return None
+        return Scope({}, self.binder.names, outer=self.outer,
+                     correlated=self.scope.correlated)
 
     def _join(self, left: _Relation, j: exp.Join) -> _Relation:
         if j.args.get("using"):
@@ -442,7 +453,7 @@ class _SelectBinder:
             raise UnsupportedSQL(f"unsupported join {describe(j)}")
         if j.args.get("on") is not None and (j.kind or "") == "CROSS":
             raise SQLError(f"a CROSS JOIN has no ON condition: {describe(j)}")
-        right = self.binder.relation(j.this, self.outer, self.ctes)
+        right = self.binder.relation(j.this, self._through(), self.ctes)
         columns = dict(left.columns)
         if kind not in ("semi", "anti"):
             for key, f in right.columns.items():
@@ -871,43 +882,42 @@ def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field],
                  outer_rows: P.Node) -> _Subquery:
     """Pull a correlated subquery's outer references up into join conditions.
 
-    Two shapes: a plain SELECT (no aggregates, LIMIT or DISTINCT) whose outer references sit
-    in WHERE conjuncts, which move into the join condition as they are; and an aggregate
-    SELECT without GROUP BY whose outer references sit in WHERE conjuncts. An aggregate
-    correlated by equalities ``inner = outer`` is grouped by the inner columns and joined on
-    them; otherwise it is computed for every distinct value of the outer columns it reads
-    (those of ``outer_rows``, the plan it is joined to), joined to its rows by the moved
-    conditions, and grouped by them.
+    Two shapes directly: a plain SELECT (no aggregates, LIMIT, DISTINCT, ORDER BY or
+    windows) whose outer references sit in WHERE conjuncts, which move into the join
+    condition as they are; and an aggregate SELECT without GROUP BY or HAVING whose outer
+    references sit in WHERE conjuncts and whose outputs over no rows are NULL or a bare
+    COUNT. Such an aggregate correlated by equalities ``inner = outer`` is grouped by the
+    inner columns and joined on them; otherwise it is computed for every distinct value of
+    the outer columns it reads (those of ``outer_rows``, the plan it is joined to), joined
+    to its rows by the moved conditions, and grouped by them. Every other shape goes
+    through :func:`_through_domain`.
     """
     outer = {f.name for f in sb.scope.correlated.values()}
     plan = node
     chain: list[P.Node] = []
     while not isinstance(plan, P.Filter | P.Aggregate | P.Join | P.Scan | P.Values):
-        chain.append(plan)  # Project / Sort / Limit / Distinct above the WHERE
+        chain.append(plan)  # Project / Sort / Limit / Distinct / Window above the WHERE
         plan = plan.inputs[0]
-    if any(isinstance(n, P.Window) for n in chain):
-        raise UnsupportedSQL("a correlated subquery with window functions is not supported "
-                             f"yet{position(sb.select)}")
-    if any(isinstance(n, P.Limit | P.Distinct | P.Sort) for n in chain):
-        raise UnsupportedSQL("a correlated subquery with LIMIT, DISTINCT or ORDER BY is not "
-                             f"supported yet{position(sb.select)}")
-    if isinstance(plan, P.Filter) and isinstance(plan.input, P.Aggregate):
-        raise UnsupportedSQL("a correlated subquery with HAVING is not supported yet"
-                             f"{position(sb.select)}")
     aggregate = plan if isinstance(plan, P.Aggregate) else None
+    having = isinstance(plan, P.Filter) and isinstance(plan.input, P.Aggregate)
+    if having:
+        aggregate = plan.input
     if aggregate is not None and any(E.refs(a) & outer for _, a in aggregate.aggregates):
         raise UnsupportedSQL("a correlated subquery aggregating outer columns is not "
                              f"supported yet{position(sb.select)}")
     filt = aggregate.input if aggregate is not None else plan
-    if not isinstance(filt, P.Filter):
-        raise UnsupportedSQL("a correlated subquery whose outer references are outside its "
-                             f"WHERE is not supported yet{position(sb.select)}")
-    terms = E.conjuncts(filt.condition)
+    terms = E.conjuncts(filt.condition) if isinstance(filt, P.Filter) else []
     moved = [t for t in terms if E.refs(t) & outer]
     kept = [t for t in terms if not E.refs(t) & outer]
-    base = filt.input if not kept else P.Filter(filt.input, E.conjoin(kept))
-    if any(E.refs(e) & outer for n in P.nodes(base) for e in P.expressions(n)) or any(
-            E.refs(e) & outer for n in chain for e in P.expressions(n)):
+    source = filt.input if isinstance(filt, P.Filter) else filt
+    base = source if not kept else P.Filter(source, E.conjoin(kept))
+    above = chain + ([plan] if having else [])
+    if having or (aggregate is not None and aggregate.keys) or not isinstance(
+            filt, P.Filter) or any(isinstance(n, P.Limit | P.Distinct | P.Sort | P.Window)
+                                   for n in chain) or any(
+            E.refs(e) & outer for n in above for e in P.expressions(n)):
+        return _through_domain(sb, node, fields, outer, outer_rows)
+    if any(E.refs(e) & outer for n in P.nodes(base) for e in P.expressions(n)):
         raise UnsupportedSQL("a correlated subquery with outer references outside its WHERE "
                              f"conjuncts is not supported yet{position(sb.select)}")
     if aggregate is None:
@@ -915,9 +925,8 @@ def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field],
         for n in reversed(chain):
             rebuilt = n.with_inputs((rebuilt,))
         return _Subquery(_keep_inputs(rebuilt, moved), fields, moved)
-    if aggregate.keys:
-        raise UnsupportedSQL("a correlated subquery with GROUP BY is not supported yet"
-                             f"{position(sb.select)}")
+    if not _null_without_rows(chain, aggregate):  # COUNT(*) + 1, COALESCE(SUM(x), 0), ...
+        return _through_domain(sb, node, fields, outer, outer_rows)
     pairs = _inner_outer_pairs(moved, outer)
     if pairs is None:
         return _over_domain(sb, base, aggregate, chain, moved, outer, outer_rows, fields)
@@ -936,6 +945,35 @@ def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field],
     counts = [P.Field(f.name, f.type) for f in fields
               if _is_count_of(grouped, f.name, aggregate)]
     return _Subquery(grouped, fields, condition, counts)
+
+
+# functions whose value is NULL when an argument is
+_STRICT = frozenset({"add", "sub", "mul", "div", "intdiv", "mod", "neg", "eq", "ne", "lt", "le",
+                     "gt", "ge", "cast", "abs", "round", "floor", "ceil", "power", "sqrt", "ln",
+                     "log10", "exp", "sign", "lower", "upper", "length", "substring", "trim",
+                     "ltrim", "rtrim", "replace", "strpos", "left", "right", "date_trunc",
+                     "extract", "date_add", "date_sub", "date_diff"})
+
+
+def _null_without_rows(chain: list[P.Node], aggregate: P.Aggregate) -> bool:
+    """Whether every output of an aggregate subquery without GROUP BY over no rows is NULL or
+    a bare COUNT (0): its join to the groups of its correlation columns then gives what a
+    missing group must (NULL, or 0 by the COUNT fix). Not so for ``COUNT(*) + 1`` or
+    ``COALESCE(SUM(x), 0)``, which need a row for every outer value."""
+    counts = {n for n, a in aggregate.aggregates if a.name in ("count", "count_star")}
+    others = {n for n, _ in aggregate.aggregates} - counts
+
+    def null_on_empty(e: E.Expr) -> bool:  # NULL when the aggregates are of no rows
+        if isinstance(e, E.Ref):
+            return e.name in others
+        return isinstance(e, E.Call) and e.name in _STRICT and any(
+            null_on_empty(a) for a in e.args)
+
+    for n in chain:
+        if isinstance(n, P.Project):
+            return all(isinstance(e, E.Ref) and e.name in counts or null_on_empty(e)
+                       for _, e in n.exprs)
+    return True
 
 
 def _inner_outer_pairs(moved: list[E.Expr],
@@ -988,6 +1026,123 @@ def _over_domain(sb: _SelectBinder, base: P.Node, aggregate: P.Aggregate,
     counts = [P.Field(f.name, f.type) for f in fields
               if _is_count_of(grouped, f.name, aggregate)]
     return _Subquery(grouped, fields, condition, counts)
+
+
+_UNARY = (P.Filter, P.Project, P.Sort, P.Limit, P.Distinct, P.Window, P.Aggregate)
+
+
+def _through_domain(sb: _SelectBinder, node: P.Node, fields: list[P.Field], outer: set[str],
+                    outer_rows: P.Node) -> _Subquery:
+    """Any correlated SELECT (GROUP BY, HAVING, DISTINCT, ORDER BY with LIMIT, window
+    functions, outer references in its SELECT list) computed once per distinct value of the
+    outer columns it reads: those values (the *domain*, from ``outer_rows``) join its FROM
+    rows by its correlated WHERE conjuncts, outer references read the domain's columns, and
+    every operator above keeps the domain values apart: GROUP BY, DISTINCT and PARTITION BY
+    gain the domain columns, LIMIT / OFFSET become a ROW_NUMBER per domain value; a join
+    in FROM takes the domain on its side that reads outer columns. An aggregate without
+    GROUP BY reads its rows left-joined to the domain (each aggregate filtered to the rows
+    present), so a domain value without rows still has its one row of aggregates."""
+    have = {f.name: f for f in outer_rows.schema}
+    if not outer <= set(have):
+        raise UnsupportedSQL("a subquery correlated with a query two levels out is not "
+                             f"supported yet{position(sb.select)}")
+    names = sb.binder.names
+    cols = sorted(outer)
+    fresh = {c: names.fresh(f"domain.{c}") for c in cols}
+    carried = tuple((fresh[c], E.Ref(fresh[c], have[c].type)) for c in cols)
+    partition = tuple(r for _, r in carried)
+    domain = P.Distinct(P.Project(outer_rows, tuple((fresh[c], E.Ref(c, have[c].type))
+                                                    for c in cols)))
+    marker = names.fresh("present")
+
+    def put(e: E.Expr) -> E.Expr | None:
+        return E.Ref(fresh[e.name], e.type) if isinstance(e, E.Ref) and e.name in fresh \
+            else None
+
+    def moved(e: E.Expr) -> E.Expr:
+        return E.transform(e, put)
+
+    def joined(source: P.Node, condition: list[E.Expr]) -> P.Node:
+        if any(E.refs(e) & outer for n in P.nodes(source) for e in P.expressions(n)):
+            raise UnsupportedSQL("a correlated subquery with outer references in its FROM "
+                                 f"is not supported yet{position(sb.select)}")
+        on = E.conjoin([moved(t) for t in condition]) if condition else None
+        return P.Join("inner", source, domain, on)
+
+    def preserved(child: P.Node) -> P.Node:
+        """``child``'s rows (with the domain columns) left-joined to every domain value,
+        marked present: a domain value without rows keeps one row of NULLs."""
+        again = {fresh[c]: names.fresh(f"domain.{c}") for c in cols}
+        present = P.Project(child, tuple((again.get(f.name, f.name), E.Ref(f.name, f.type))
+                                         for f in child.schema) +
+                            ((marker, E.Literal(True, BOOLEAN)),))
+        on = E.conjoin([E.Call("is_not_distinct", (r, E.Ref(again[k], r.type)), BOOLEAN)
+                        for k, r in carried])
+        return P.Join("left", domain, present, on)
+
+    def lift(n: P.Node) -> P.Node:
+        if isinstance(n, P.Filter) and not isinstance(n.input, _UNARY):  # the WHERE
+            terms = E.conjuncts(n.condition)
+            kept = [t for t in terms if not E.refs(t) & outer]
+            source = n.input if not kept else P.Filter(n.input, E.conjoin(kept))
+            return joined(source, [t for t in terms if E.refs(t) & outer])
+        if isinstance(n, P.Join) and n.kind in ("inner", "semi", "anti", "mark"):
+            reads = [any(E.refs(e) & outer for m in P.nodes(side) for e in P.expressions(m))
+                     for side in (n.left, n.right)]  # the domain joins the side that reads
+            if reads == [True, False] or (reads == [False, True] and n.kind == "inner"):
+                left, right = (lift(n.left), n.right) if reads[0] else (n.left, lift(n.right))
+                condition = moved(n.condition) if n.condition is not None else None
+                return replace(n, left=left, right=right, condition=condition)
+        if not isinstance(n, _UNARY):
+            return joined(n, [])
+        if isinstance(n, P.Aggregate):
+            child = lift(n.input)
+            aggregates = n.aggregates
+            if not n.keys:  # one row per domain value, of no rows where it has none
+                child = preserved(child)
+                present = E.Ref(marker, BOOLEAN)  # every aggregate skips the padding row
+                aggregates = tuple((name, replace(a, filter=present if a.filter is None else
+                                                  E.conjoin([present, a.filter])))
+                                   for name, a in n.aggregates)
+            return P.Aggregate(child, tuple((k, moved(e)) for k, e in n.keys) + carried,
+                               aggregates)
+        if isinstance(n, P.Limit):  # the first rows of each domain value, in the ORDER BY
+            below, order = n.input, ()
+            if isinstance(below, P.Sort):
+                below, order = below.input, tuple(replace(k, expr=moved(k.expr))
+                                                  for k in below.keys)
+            child = lift(below)
+            row = names.fresh("row")
+            numbered = P.Window(child, partition, order, ((row, E.Window(
+                "row_number", (), BIGINT, partition=partition, order=order)),))
+            number = E.Ref(row, BIGINT)
+            keep = [E.Call("gt", (number, E.Literal(n.offset, BIGINT)), BOOLEAN)] \
+                if n.offset else []
+            if n.limit is not None:
+                keep.append(E.Call("le", (number, E.Literal(n.offset + n.limit, BIGINT)),
+                                   BOOLEAN))
+            kept = P.Filter(numbered, E.conjoin(keep)) if keep else numbered
+            return P.Project(kept, tuple((f.name, E.Ref(f.name, f.type))
+                                         for f in child.schema))
+        child = lift(n.input)
+        if isinstance(n, P.Filter):
+            return P.Filter(child, moved(n.condition))
+        if isinstance(n, P.Project):
+            return P.Project(child, tuple((k, moved(e)) for k, e in n.exprs) + carried)
+        if isinstance(n, P.Sort):
+            return P.Sort(child, tuple(replace(k, expr=moved(k.expr)) for k in n.keys))
+        if isinstance(n, P.Window):
+            functions = tuple((k, replace(moved(w), partition=tuple(
+                moved(e) for e in w.partition) + partition)) for k, w in n.functions)
+            return P.Window(child, tuple(moved(e) for e in n.partition) + partition,
+                            tuple(replace(k, expr=moved(k.expr)) for k in n.order), functions)
+        return n.with_inputs((child,))  # Distinct: over the domain columns too
+
+    rebuilt = lift(node)
+    # NULL outer values are domain values too: their rows are the subquery's for NULL
+    condition = [E.Call("is_not_distinct", (E.Ref(fresh[c], have[c].type),
+                                            E.Ref(c, have[c].type)), BOOLEAN) for c in cols]
+    return _Subquery(rebuilt, fields, condition, [])
 
 
 def _is_count_of(node: P.Node, name: str, aggregate: P.Aggregate) -> bool:

@@ -64,25 +64,29 @@ def estimate(node: P.Node, rows_of: Callable[[str], int]) -> float:
     return inner
 
 
-def equi_keys(join: P.Join) -> tuple[list[E.Expr], list[E.Expr], list[E.Expr]]:
+def equi_keys(join: P.Join, null_safe: list[bool] | None = None
+              ) -> tuple[list[E.Expr], list[E.Expr], list[E.Expr]]:
     """The condition's equalities between an expression of the left side and one of the
-    right side (as two key lists) and the other conjuncts."""
+    right side (as two key lists) and the other conjuncts. With ``null_safe`` (a list it
+    fills, one flag per key), ``IS NOT DISTINCT FROM`` pairs are keys too (NULL meets
+    NULL), flagged True."""
     left = {f.name for f in join.left.schema}
     right = {f.name for f in join.right.schema}
     lk: list[E.Expr] = []
     rk: list[E.Expr] = []
     rest: list[E.Expr] = []
+    names = ("eq",) if null_safe is None else ("eq", "is_not_distinct")
     for t in E.conjuncts(join.condition):
-        if isinstance(t, E.Call) and t.name == "eq":
+        if isinstance(t, E.Call) and t.name in names:
             a, b = t.args
             ra, rb = E.refs(a), E.refs(b)
+            if ra and rb and ra <= right and rb <= left:
+                a, b, ra, rb = b, a, rb, ra
             if ra and rb and ra <= left and rb <= right:
                 lk.append(a)
                 rk.append(b)
-                continue
-            if ra and rb and ra <= right and rb <= left:
-                lk.append(b)
-                rk.append(a)
+                if null_safe is not None:
+                    null_safe.append(t.name == "is_not_distinct")
                 continue
         rest.append(t)
     return lk, rk, rest
@@ -201,7 +205,7 @@ def _place_join(node: P.Join, rows_of: Callable[[str], int],
     right, rwhere = _place(node.right, rows_of, limit)
     if lwhere == "root" and rwhere == "root":
         return node.with_inputs((left, right)), "root"
-    lk, rk, _ = equi_keys(node)
+    lk, rk, _ = equi_keys(node, [])  # NULLs hash alike: null-safe keys partition too
     lrows, rrows = estimate(node.left, rows_of), estimate(node.right, rows_of)
     kind = node.kind
     if kind == "full" and not lk:  # no key to meet on: everything on rank 0

@@ -26,7 +26,7 @@ from .aggregates import aggregate_column
 from .columns import carried_keys, group_keys, sort_order, stack
 from .evaluate import Batch, evaluate
 from .exchange import Ranks, agree, exchange, global_count_many, mark_global, skewed
-from .join import Side, join
+from .join import Side, join, null_safe_keys
 from .lazy_decimals import lazy_decimal
 from .partial_aggregates import merged, partial_states
 from .window import window_columns
@@ -190,20 +190,26 @@ class Executor:
     # -- joins ------------------------------------------------------------------------------
     def _join(self, node: P.Join) -> Side:
         left, right = self.side(node.left), self.side(node.right)
-        lk, rk, rest = equi_keys(node)
+        safe: list[bool] = []
+        lk, rk, rest = equi_keys(node, safe)
         nulls = (False, False)
         if node.null_aware:  # the quantified comparisons: keys only where NULLs allow
             terms = E.conjuncts(node.condition)
             compared = terms[len(terms) - node.null_aware:]
             plain = replace(node, condition=E.conjoin(terms[: len(terms) - node.null_aware]))
-            lk, rk, rest = equi_keys(plain) if plain.condition is not None else ([], [], [])
+            safe = []
+            lk, rk, rest = equi_keys(plain, safe) if plain.condition is not None else \
+                ([], [], [])
             single = equi_keys(replace(node, condition=compared[0]))
             if not lk and not rest and len(compared) == 1 and single[0]:
                 lk, rk = single[0], single[1]  # x [NOT] IN (q): hashed, NULLs judged below
+                safe = [False]
             else:
                 rest = rest + compared  # judged pair by pair, NULLs and all
         lkeys = [evaluate(e, _batch(left)) for e in lk]
         rkeys = [evaluate(e, _batch(right)) for e in rk]
+        if any(safe):
+            lkeys, rkeys = null_safe_keys(lkeys, rkeys, safe)
         if node.null_aware and lk and not rest:  # the right side is all here (broadcast)
             nulls = (right.nrows > 0, rkeys[0].valid is not None and
                      not bool(np.all(rkeys[0].valid)))

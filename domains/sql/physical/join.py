@@ -54,6 +54,25 @@ def _key_values(x: Column, y: Column) -> tuple[np.ndarray, np.ndarray]:
     return x.values.astype(np.int64, copy=False), y.values.astype(np.int64, copy=False)
 
 
+def null_safe_keys(lkeys: list[Column], rkeys: list[Column], safe: list[bool]
+                   ) -> tuple[list[Column], list[Column]]:
+    """Key columns where the pairs flagged ``safe`` (``IS NOT DISTINCT FROM``) match NULL
+    with NULL: such a pair becomes its values with NULLs read as a fixed value and a second
+    key, whether the value is NULL, neither of which is NULL."""
+    left, right = [], []
+    for a, b, flag in zip(lkeys, rkeys, safe, strict=True):
+        if not flag or (a.valid is None and b.valid is None):
+            left.append(a)
+            right.append(b)
+            continue
+        for out, c in ((left, a), (right, b)):
+            valid = np.ones(len(c), bool) if c.valid is None else c.valid
+            zero = np.zeros(1, c.values.dtype)
+            out.append(Column(np.where(valid, c.values, zero), c.kind, c.dictionary))
+            out.append(Column(valid.astype(np.int64), "int"))
+    return left, right
+
+
 def _valid(cols: list[Column], n: int) -> np.ndarray | None:
     out = None
     for c in cols:

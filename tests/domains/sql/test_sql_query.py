@@ -299,8 +299,11 @@ def small():
     ("select a from t where s > 3", SQLError,
      r"comparison >: incompatible types VARCHAR and INTEGER at line 1, column 23"),
     ("select sum(s) from t", SQLError, r"SUM needs a number, got VARCHAR at line 1"),
-    ("select a, sum(a) over (order by a groups 1 preceding) from t", UnsupportedSQL,
-     r"GROUPS frames .* at line 1, column 11"),
+    ("select a, sum(a) over (order by s range 1 preceding) from t", UnsupportedSQL,
+     r"RANGE frame offset over VARCHAR .* at line 1, column 11"),
+    ("select a, sum(a) over (partition by s groups between 1 preceding and current row) "
+     "from t", SQLError,
+     r"GROUPS frame needs an ORDER BY.* at line 1, column 11"),
     ("select a from t where row_number() over () > 1", SQLError,
      r"WHERE cannot contain window functions at line 1, column 23"),
 ])

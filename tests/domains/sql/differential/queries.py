@@ -392,6 +392,39 @@ SUBQUERIES = _feature(
     ("select t.id as id from t where t.i = (select max(u.w) from u) "
      "or t.g = (select min(u.k) from u) order by id",),
     ("select t.id as id from t where (t.g, t.s) in (select u.k, u.s from u) order by id",),
+    # correlated subqueries of any shape: computed once per distinct outer value (the domain)
+    ("select t.id as id, (select count(*) from u where u.k = t.g group by u.s order by "
+     "count(*) desc, u.s limit 1) as c from t order by id",),
+    ("select t.id as id, (select u.w from u where u.k = t.g order by u.w desc nulls last "
+     "limit 1) as top, (select u.w from u where u.k = t.g order by u.w limit 1 offset 1) "
+     "as second from t order by id",),
+    ("select t.id as id from t where t.i in (select u.w from u where u.k = t.g order by u.w "
+     "desc nulls last limit 2) order by id",),
+    ("select t.id as id from t where exists (select u.s from u where u.k = t.g group by u.s "
+     "having count(*) > 1) order by id",),
+    ("select t.id as id, (select count(*) + 1 from u where u.k = t.g having max(u.w) > 0) "
+     "as c, (select count(1) + sum(2) from u where u.k = t.g having count(*) < 3) as d "
+     "from t order by id",),
+    ("select t.id as id, (select count(distinct u.s) from u where u.w > t.i) as c, (select "
+     "max(u.w) + t.i from u where u.k = t.g) as m from t where t.i between -1000 and 1000 "
+     "order by id",),
+    ("select t.id as id from t where t.g in (select distinct u.k from u where u.w > t.i) "
+     "order by id",),
+    ("select t.id as id, (select sum(x.w) from (select u.w from u where u.k = t.g) x) as s, "
+     "(select count(*) from (select distinct u.s from u where u.k = t.g) d) as c from t "
+     "order by id",),
+    ("select t.id as id, (select max(rn) from (select u.w, row_number() over (order by u.w) "
+     "as rn from u where u.k = t.g) q) as m from t order by id",),
+    # the COUNT bug: an outer value without inner rows (or NULL) still gets a row of no rows
+    ("select t.id as id, (select coalesce(sum(u.w), -1) from u where u.k = t.g) as c, "
+     "(select count(*) + 1 from u where u.k > t.g) as n from t order by id",),
+    ("select t.id as id from t where not exists (select 1 from u join t t2 on u.k = t2.g "
+     "where u.k = t.g and t2.id < t.id limit 1) order by id",),
+    ("select c_custkey as c, (select o_totalprice from orders where o_custkey = c_custkey "
+     "order by o_totalprice desc, o_orderkey limit 1) as top from customer order by c",),
+    ("select o_orderkey as k from orders where o_totalprice > (select avg(o2.o_totalprice) "
+     "from orders o2 where o2.o_custkey = orders.o_custkey group by o2.o_orderstatus "
+     "order by 1 limit 1) order by k",),
 )
 
 SETOPS = _feature(
