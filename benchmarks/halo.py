@@ -17,6 +17,13 @@ Peers, run on the same data in the same run, turn about with ours in every repet
     bandwidth at that size). Passing a rank's own faces through MPI (``sendrecv``) costs more
     than the copy a real exchange needs, so ``sendrecv`` flatters ours there; both floors are
     reported, and the target applies to ``floor``.
+``floor_lines``
+    ``floor`` with the self-copy charged for the cache lines it must touch rather than the bytes
+    it moves: a face of the last axis is one short run per row of the array (a halo of 1-3
+    elements, 8-24 bytes, in a row of kilobytes), and no exchange can fill it without reading
+    and writing each 64-byte line that holds such a run. The self part is a contiguous copy of
+    as many bytes as the distinct lines the self-wrapped boxes (sources and targets) lie on,
+    timed in the same loop. Reported beside ``floor``, not instead of it.
 
 ``--sweep`` adds the workload space: 1-, 2- and 3-D periodic grids of ``--sweep-bytes``
 global bytes (``max``: the largest grid whose two copies, ours and the NumPy peer's, fit in
@@ -133,6 +140,48 @@ def _floor_peers(ex: HaloExchange, decomp: CartDecomposition) -> tuple[Any, Any,
     return sendrecv_remote, copy_self, sum(int(s.nbytes) for s, _ in local)
 
 
+_LINE = 64  # bytes in a cache line
+
+
+def _self_lines(ex: HaloExchange, decomp: CartDecomposition) -> int:
+    """Distinct cache lines of the local array that this rank's self-copies read or write
+    (the boxes of the messages a rank sends itself, as C-ordered rows of the 3-D view)."""
+    me = decomp.rank
+    shape3 = as3d(np.empty(decomp.ghost_shape, dtype=np.int8)).shape
+    item = ex.dtype.itemsize
+    first, last = [], []  # lines of each row of each box, inclusive
+    for t in ex.transfers:
+        if t.peer != me:
+            continue
+        for box in (t.send_box, t.recv_box):
+            i = np.arange(box[0], box[0] + box[3], dtype=np.int64)[:, None]
+            j = np.arange(box[1], box[1] + box[4], dtype=np.int64)[None, :]
+            start = ((i * shape3[1] + j) * shape3[2] + box[2]).ravel()
+            first.append(start * item // _LINE)
+            last.append(((start + box[5]) * item - 1) // _LINE)
+    if not first:
+        return 0
+    lo, hi = np.concatenate(first), np.concatenate(last)
+    order = np.argsort(lo, kind="stable")
+    lo, hi = lo[order], hi[order]
+    # lines of each interval not already covered by the ones before it
+    before = np.concatenate([[-1], np.maximum.accumulate(hi)[:-1]])
+    return int(np.maximum(0, hi - np.maximum(lo - 1, before)).sum())
+
+
+def _line_copy_peer(ex: HaloExchange, decomp: CartDecomposition) -> tuple[Any, int]:
+    """A contiguous copy of as many bytes as the self-copies' distinct cache lines."""
+    nbytes = _self_lines(ex, decomp) * _LINE
+    be = decomp.backend
+    send, recv = be.zeros(nbytes // 8, np.float64), be.zeros(nbytes // 8, np.float64)
+
+    def copy_lines() -> None:
+        if nbytes:
+            recv[...] = send
+
+    return copy_lines, nbytes
+
+
 def _region(box: tuple[int, ...]) -> tuple[slice, ...]:
     return tuple(slice(box[i], box[i] + box[3 + i]) for i in range(3))
 
@@ -202,7 +251,9 @@ def _case(
     ex = HaloExchange(decomp, np.float64, method=method, pattern=args.pattern)
     sync = decomp.backend.synchronize
     remote, self_copy, self_bytes = _floor_peers(ex, decomp)
+    copy_lines, line_bytes = _line_copy_peer(ex, decomp)
     contenders = [lambda: ex.exchange(a), _sendrecv_peer(ex, decomp), remote, self_copy]
+    contenders.append(copy_lines)
     hand = None
     if not decomp.backend.is_gpu:
         hand = a.copy()
@@ -223,12 +274,19 @@ def _case(
         "self_bytes_per_rank": self_max,
         "self_copy_GBps": self_max / times[3] / 1e9 if self_max and times[3] > 0 else None,
     }
-    ratio = {"sendrecv": peer / ours, "floor": floor / ours}
+    floor_lines = times[2] + times[4]
+    peers["floor_lines"] = {
+        "seconds": floor_lines,
+        "GBps": nbytes / floor_lines / 1e9,
+        "self_copy_seconds": times[4],
+        "self_line_bytes_per_rank": comm.allreduce(line_bytes, op=MPI.MAX),
+    }
+    ratio = {"sendrecv": peer / ours, "floor": floor / ours, "floor_lines": floor_lines / ours}
     if hand is not None:
         if not np.array_equal(hand, a):
             raise RuntimeError("the NumPy reference exchange disagrees with HaloExchange")
-        peers["numpy_sendrecv"] = {"seconds": times[4], "GBps": nbytes / times[4] / 1e9}
-        ratio["numpy_sendrecv"] = times[4] / ours
+        peers["numpy_sendrecv"] = {"seconds": times[5], "GBps": nbytes / times[5] / 1e9}
+        ratio["numpy_sendrecv"] = times[5] / ours
     return {
         "bench": "halo",
         "method": method,

@@ -85,6 +85,8 @@ class _Binding:
     sends: list[list[MPI.Prequest]]  # per phase: persistent sends, packed and in place
     owned: list[MPI.Prequest]  # the in-place requests this binding created (freed with it)
     puts: list[list[tuple[Any, int, int]]]  # per phase (RMA): origin view, target rank, disp
+    flat: Any = None  # the array flattened (a view), what the CPU moves run on
+    every: list[list[MPI.Prequest]] = field(default_factory=list)  # per phase: recvs + sends
 
 
 _MAX_BINDINGS = 4  # arrays whose requests are kept (a solver alternates between two or three)
@@ -129,7 +131,9 @@ class HaloExchange:
     A box that is one contiguous run of the array (a plane of the first axis spanning its
     ghosts, in C order) is handed to MPI in place, with no packing; other boxes are packed by one
     kernel call per phase. Copies between a rank and itself (a periodic axis that is not split)
-    never go through MPI.
+    never go through MPI, and consecutive phases made only of such copies run as one kernel
+    call. The kernels walk the rows of the array in memory order, the low and high faces of an
+    axis together (one pass over the row ends for a face of the last axis).
 
     Examples
     --------
@@ -200,6 +204,30 @@ class HaloExchange:
             self._make_windows()
         self._pending: _Binding | None = None
         self._bindings: dict[int, _Binding] = {}
+        self._runs = self._self_runs()
+
+    def _self_runs(self) -> dict[int, tuple[int, Any]]:
+        """Runs of consecutive phases that only copy within this rank (self-wrapped axes, no
+        message, no fence on any rank): first phase -> (phases in the run, one chained move),
+        so that they cost one kernel call."""
+        me = self.decomp.rank
+        runs: dict[int, tuple[int, Any]] = {}
+        if self._device:
+            return runs
+        alone = [
+            not ph.remote and all(t.peer == me for t in ph.transfers) for ph in self.phases
+        ]
+        p = 0
+        while p < len(self.phases):
+            q = p
+            while q < len(self.phases) and alone[q]:
+                q += 1
+            if q - p >= 2:
+                move = _pack.chain([self.phases[k].self_copy for k in range(p, q)])
+                if move is not None:
+                    runs[p] = (q - p, move)
+            p = max(q, p + 1)
+        return runs
 
     # -- planning -----------------------------------------------------------------------
     def _exchanging_axes(self) -> list[bool]:
@@ -495,28 +523,42 @@ class HaloExchange:
             oldest = next(iter(self._bindings))
             for r in self._bindings.pop(oldest).owned:
                 r.Free()
-        bound = _Binding(a, a3, recvs, sends, owned, puts)
+        every = [r + q for r, q in zip(recvs, sends, strict=True)]
+        bound = _Binding(a, a3, recvs, sends, owned, puts, flat, every)
         self._bindings[id(a)] = bound
         return bound
 
     def _pack_phase(self, p: int, a3: Any) -> None:
         ph = self.phases[p]
+        if not self._device:
+            if ph.pack:
+                ph.pack.run_flat(a3.reshape(-1), self._send[p])
+            return
         ph.pack(a3, self._send[p])
-        if self._device:
-            self.backend.synchronize()  # MPI reads the buffers next
-            if self._staged and ph.send_size:
-                self._send[p].get(out=self._send_mpi[p])
+        self.backend.synchronize()  # MPI reads the buffers next
+        if self._staged and ph.send_size:
+            self._send[p].get(out=self._send_mpi[p])
 
     def _unpack_phase(self, p: int, a3: Any) -> None:
         ph = self.phases[p]
+        if not self._device:
+            if ph.unpack:
+                ph.unpack.run_flat(a3.reshape(-1), self._recv[p])
+            return
         if self._staged and ph.recv_size:
             self._recv[p].set(self._recv_mpi[p])
         ph.unpack(a3, self._recv[p])
-        if self._device:
-            self.backend.synchronize()
+        self.backend.synchronize()
 
     def _post(self, p: int, bound: _Binding) -> None:
         ph, a3 = self.phases[p], bound.a3
+        if self.method == "p2p" and not self._device and not ph.pack:
+            # nothing to pack: every request of the phase starts at once (receives first)
+            if bound.every[p]:
+                MPI.Prequest.Startall(bound.every[p])
+            if ph.self_copy:
+                ph.self_copy.run_flat(bound.flat)
+            return
         if self.method == "p2p":
             if bound.recvs[p]:
                 MPI.Prequest.Startall(bound.recvs[p])  # receives first
@@ -534,15 +576,14 @@ class HaloExchange:
                 win.Start(ph.group)
             for view, peer, disp in bound.puts[p]:
                 win.Put(view, peer, disp)
-        ph.self_copy(a3)  # overlaps with the messages in flight
+        if ph.self_copy:
+            ph.self_copy(a3)  # overlaps with the messages in flight
 
     def _complete(self, p: int, bound: _Binding) -> None:
         ph = self.phases[p]
         if self.method == "p2p":
-            if bound.recvs[p]:
-                MPI.Prequest.Waitall(bound.recvs[p])
-            if bound.sends[p]:
-                MPI.Prequest.Waitall(bound.sends[p])
+            if bound.every[p]:
+                MPI.Prequest.Waitall(bound.every[p])
         elif self.sync == "fence":
             if ph.remote:
                 ph.window.Fence(MPI.MODE_NOSUCCEED)
@@ -564,11 +605,17 @@ class HaloExchange:
         if self._pending is not None:
             raise RuntimeError("start() called again before finish()")
         bound = self._bind(a)
-        for p in range(len(self.phases) - 1):
+        last, p = len(self.phases) - 1, 0
+        while p <= last:
+            run = self._runs.get(p)
+            if run is not None:  # self-copies only (a final phase among them completes at once)
+                run[1].run_flat(bound.flat)
+                p += run[0]
+                continue
             self._post(p, bound)
-            self._complete(p, bound)
-        if self.phases:
-            self._post(len(self.phases) - 1, bound)
+            if p < last:
+                self._complete(p, bound)
+            p += 1
         self._pending = bound
 
     def finish(self) -> None:

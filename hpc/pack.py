@@ -7,10 +7,11 @@ viewed as 3-D (leading axes of length 1 added) and flattened, so one kernel serv
 ``(n1*n2, n2)``). A :class:`BoxMove` is planned once (start offsets, strides, which kernel) so a
 phase of an exchange costs one kernel call per group of equally sized boxes.
 
-CPU kernels are numba ``njit`` (rows over threads for large moves); within a row every box of the
-group is visited, so the low and high faces of a strided axis share each row's cache lines and
-pages. GPU kernels (:mod:`hpc.pack_cuda`) use one thread per element and a grid row per box, and
-also run under the CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) on host arrays.
+CPU kernels are numba ``njit`` (rows over threads for large moves); they walk the rows of a group
+in memory order and, within a row, visit every box of the group, so the low and high faces of a
+strided axis share each row's cache lines and pages. GPU kernels (:mod:`hpc.pack_cuda`) use one
+thread per element and a grid row per box, and also run under the CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1``) on host arrays.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ import numba
 import numpy as np
 from numba import prange
 
-__all__ = ["Box", "BoxMove", "as3d", "box3d", "count", "is_contiguous", "flat_range"]
+__all__ = ["Box", "BoxMove", "as3d", "box3d", "chain", "count", "is_contiguous", "flat_range"]
 
 # A box is (lo0, lo1, lo2, n0, n1, n2) in the 3-D view of a local array.
 Box = tuple[int, int, int, int, int, int]
 
-_PARALLEL_MIN = 1 << 15  # below this many elements a move runs on one thread
+_PARALLEL_MIN = 1 << 16  # below this many elements a move runs on one thread
 
 
 def as3d(a: Any) -> Any:
@@ -68,59 +69,74 @@ def flat_range(box: Box, shape3: Sequence[int]) -> tuple[int, int]:
     return start, start + count(box)
 
 
-# Four small kernels rather than one general one: boxes are visited one after the other (two
-# interleaved strided streams defeat the prefetcher), and a box one element wide (the face of
-# the last axis) gets a loop without the inner run, which is several times faster there.
+_SLICE_MIN = 32  # runs of at least this many elements are copied as slices
+
+
+# Two kernels (serial and threaded) walk the rows ``(i, j)`` of a group of equally sized boxes in
+# memory order and, within each row, visit every box of the group: the low and high faces of the
+# last axis (a periodic wrap, or the two faces packed for one neighbour each side) then touch the
+# two ends of each row of the array once, in one forward pass, instead of two passes of strided
+# accesses. Runs of 1-3 elements (the last axis's faces for halo widths 1-3) are written out,
+# since a loop of a run-time trip count of one to three costs more than the copy itself.
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _run(src, s, dst, d, n2):  # pragma: no cover
+    if n2 == 1:
+        dst[d] = src[s]
+    elif n2 == 2:
+        dst[d] = src[s]
+        dst[d + 1] = src[s + 1]
+    elif n2 == 3:
+        dst[d] = src[s]
+        dst[d + 1] = src[s + 1]
+        dst[d + 2] = src[s + 2]
+    elif n2 < _SLICE_MIN:
+        for k in range(n2):
+            dst[d + k] = src[s + k]
+    else:  # a slice copy is vectorised; it costs more to set up than a short loop
+        dst[d : d + n2] = src[s : s + n2]
 
 
 @numba.njit(cache=True, nogil=True)
-def _rows_serial(src, s_start, ss0, ss1, dst, d_start, ds0, ds1, n0, n1, n2):  # pragma: no cover
-    for b in range(s_start.shape[0]):
-        for i in range(n0):
-            for j in range(n1):
-                s = s_start[b] + i * ss0 + j * ss1
-                d = d_start[b] + i * ds0 + j * ds1
-                for k in range(n2):
-                    dst[d + k] = src[s + k]
+def _move_serial(src, s_start, ss0, ss1, dst, d_start, ds0, ds1, n0, n1, n2):  # pragma: no cover
+    nb = s_start.shape[0]
+    for i in range(n0):
+        for j in range(n1):
+            so = i * ss0 + j * ss1
+            do = i * ds0 + j * ds1
+            for b in range(nb):
+                _run(src, s_start[b] + so, dst, d_start[b] + do, n2)
 
 
 @numba.njit(cache=True, nogil=True)
-def _cols_serial(src, s_start, ss0, ss1, dst, d_start, ds0, ds1, n0, n1, n2):  # pragma: no cover
-    for b in range(s_start.shape[0]):
-        s, d = s_start[b], d_start[b]
-        for i in range(n0):
-            for j in range(n1):
-                dst[d + i * ds0 + j * ds1] = src[s + i * ss0 + j * ss1]
+def _move_table(src, dst, table):  # pragma: no cover
+    """Every group of a move in one call: ``table`` holds per group ``nb, ss0, ss1, ds0, ds1,
+    n0, n1, n2`` then the ``nb`` source and ``nb`` destination starts (a call from Python costs
+    about as much as a small move, so a phase of small boxes is one call of three arguments)."""
+    pos = 0
+    while pos < table.shape[0]:
+        nb = table[pos]
+        s_start = table[pos + 8 : pos + 8 + nb]
+        d_start = table[pos + 8 + nb : pos + 8 + 2 * nb]
+        _move_serial(
+            src, s_start, table[pos + 1], table[pos + 2], dst, d_start, table[pos + 3],
+            table[pos + 4], table[pos + 5], table[pos + 6], table[pos + 7],
+        )  # fmt: skip
+        pos += 8 + 2 * nb
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _rows_parallel(src, s_start, ss0, ss1, dst, d_start, ds0, ds1, n0, n1, n2):  # pragma: no cover
-    for b in range(s_start.shape[0]):
-        s, d = s_start[b], d_start[b]
-        if n0 >= n1:
-            for i in prange(n0):
-                for j in range(n1):
-                    for k in range(n2):
-                        dst[d + i * ds0 + j * ds1 + k] = src[s + i * ss0 + j * ss1 + k]
-        else:
-            for j in prange(n1):
-                for i in range(n0):
-                    for k in range(n2):
-                        dst[d + i * ds0 + j * ds1 + k] = src[s + i * ss0 + j * ss1 + k]
-
-
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _cols_parallel(src, s_start, ss0, ss1, dst, d_start, ds0, ds1, n0, n1, n2):  # pragma: no cover
-    for b in range(s_start.shape[0]):
-        s, d = s_start[b], d_start[b]
-        if n0 >= n1:
-            for i in prange(n0):
-                for j in range(n1):
-                    dst[d + i * ds0 + j * ds1] = src[s + i * ss0 + j * ss1]
-        else:
-            for j in prange(n1):
-                for i in range(n0):
-                    dst[d + i * ds0 + j * ds1] = src[s + i * ss0 + j * ss1]
+def _move_parallel(src, s_start, ss0, ss1, dst, d_start, ds0, ds1, n0, n1, n2):  # pragma: no cover
+    # rows in memory order, split into one contiguous run of rows per thread
+    nb = s_start.shape[0]
+    for r in prange(n0 * n1):
+        i = r // n1
+        j = r - i * n1
+        so = i * ss0 + j * ss1
+        do = i * ds0 + j * ds1
+        for b in range(nb):
+            _run(src, s_start[b] + so, dst, d_start[b] + do, n2)
 
 
 class BoxMove:
@@ -183,32 +199,67 @@ class BoxMove:
             elements = n0 * n1 * n2 * len(members)
             self.calls.append((src, dst, (n0, n1, n2), len(members), elements))
         self.elements = sum(c[4] for c in self.calls)
-        threads = numba.get_num_threads() > 1
-        self._cpu_calls = []
-        for src, dst, n, _, elements in self.calls:
-            parallel = threads and elements >= _PARALLEL_MIN
-            if n[2] == 1:
-                kernel = _cols_parallel if parallel else _cols_serial
+        threads = numba.get_num_threads() > 1 and not self.device
+        # Large groups: a threaded call each; the others: one call over a table of them all.
+        self._parallel_calls = []
+        table: list[int] = []
+        for src, dst, n, m, elements in [] if self.device else self.calls:
+            if threads and elements >= _PARALLEL_MIN:
+                self._parallel_calls.append((src, dst, n))
             else:
-                kernel = _rows_parallel if parallel else _rows_serial
-            self._cpu_calls.append((kernel, src, dst, n))
+                table += [m, src[1], src[2], dst[1], dst[2], *n]
+                table += [int(x) for x in src[0]] + [int(x) for x in dst[0]]
+        self._table = np.array(table, dtype=np.int64) if table else None
 
-    def __call__(self, a3: Any, buf: Any = None) -> None:
-        """Local. Run the move on the 3-D array ``a3`` (and 1-D ``buf`` for pack/unpack)."""
-        if not self.calls:
-            return
-        flat = a3.reshape(-1)
+    def __bool__(self) -> bool:
+        """False when the move has no boxes (calling it does nothing)."""
+        return bool(self.calls)
+
+    def run_flat(self, flat: Any, buf: Any = None) -> None:
+        """Local. Run a CPU move on the flattened (1-D, C-ordered) array ``flat``."""
         if self.kind == "pack":
             src_arr, dst_arr = flat, buf
         elif self.kind == "unpack":
             src_arr, dst_arr = buf, flat
         else:
             src_arr = dst_arr = flat
-        if self.device:
-            from .pack_cuda import launch_rows
+        if self._table is not None:
+            _move_table(src_arr, dst_arr, self._table)
+        for src, dst, n in self._parallel_calls:
+            _move_parallel(src_arr, *src, dst_arr, *dst, *n)
 
-            for src, dst, n, m, elements in self.calls:
-                launch_rows(src_arr, src, dst_arr, dst, n, m, elements // m)
+    def __call__(self, a3: Any, buf: Any = None) -> None:
+        """Local. Run the move on the 3-D array ``a3`` (and 1-D ``buf`` for pack/unpack)."""
+        if not self.calls:
             return
-        for kernel, src, dst, n in self._cpu_calls:
-            kernel(src_arr, *src, dst_arr, *dst, *n)
+        flat = a3.reshape(-1)
+        if not self.device:
+            self.run_flat(flat, buf)
+            return
+        if self.kind == "pack":
+            src_arr, dst_arr = flat, buf
+        elif self.kind == "unpack":
+            src_arr, dst_arr = buf, flat
+        else:
+            src_arr = dst_arr = flat
+        from .pack_cuda import launch_rows
+
+        for src, dst, n, m, elements in self.calls:
+            launch_rows(src_arr, src, dst_arr, dst, n, m, elements // m)
+
+
+def chain(moves: Sequence[BoxMove]) -> BoxMove | None:
+    """One CPU ``copy`` move that runs ``moves`` in turn, in one kernel call (the groups of the
+    later moves after those of the earlier ones), or None when some move cannot join (a device
+    move, a pack or unpack, or a move with threaded groups)."""
+    tables = []
+    for m in moves:
+        if m.device or m.kind != "copy" or m._parallel_calls:
+            return None
+        if m._table is not None:
+            tables.append(m._table)
+    out = BoxMove((1, 1, 1), "copy", [], targets=[])
+    out.calls = [c for m in moves for c in m.calls]
+    out.elements = sum(m.elements for m in moves)
+    out._table = np.concatenate(tables) if tables else None
+    return out
