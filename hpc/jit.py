@@ -33,6 +33,7 @@ and its timestamp (which numba's cache index checks).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import dis
 import hashlib
 import importlib.util
@@ -56,6 +57,8 @@ __all__ = [
     "compiled_kernels",
     "cache_stats",
     "kernel_dir",
+    "SERIAL_BELOW",
+    "serial_below",
 ]
 
 TARGETS = ("cpu", "cpu-serial", "cuda")
@@ -69,6 +72,29 @@ _lock = threading.Lock()
 _loaded: dict[str, types.ModuleType] = {}  # digest -> generated module
 _registry: list[tuple[str, str, Any]] = []  # (label, name, compiled kernel), in build order
 _warned: set[Path] = set()
+
+
+SERIAL_BELOW = 1 << 15  # work items below which a parallel kernel runs on one thread
+
+
+@contextlib.contextmanager
+def serial_below(items: int, threshold: int = SERIAL_BELOW) -> Iterator[None]:
+    """Run the numba kernels called in the block on the calling thread alone when the work
+    has fewer than ``threshold`` items (rows, elements): starting a parallel region costs
+    tens of microseconds on an idle machine and milliseconds on a busy one, more than such
+    work. The thread count is per calling thread (numba's ``set_num_threads``), restored on
+    exit."""
+    import numba
+
+    threads = numba.get_num_threads()
+    if items >= threshold or threads == 1:
+        yield
+        return
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(threads)
 
 
 def kernel_dir() -> Path:

@@ -34,6 +34,7 @@ from sqlglot import exp
 from hpc.backend import Backend, array_module, get_backend
 from hpc.collectives import bcast_object
 from hpc.comm import resolve_comm
+from hpc.jit import serial_below
 
 from . import aggregate, carried, ops, pipeline, strings
 from .catalog import Catalog, ScanCache
@@ -151,11 +152,18 @@ def _on_fast_path(sql: str, catalog: Catalog, options: QueryOptions,
     try:
         select = parse(sql, catalog)
         if options.path == "fast" or _fast_exact(select):
-            return run(select)
+            with serial_below(_rows_read(select, catalog)):  # small tables: one thread
+                return run(select)
     except SQLError:
         if options.path == "fast":
             raise
     return None
+
+
+def _rows_read(tree: exp.Expression, catalog: Catalog) -> int:
+    """The rows of the largest catalog table the query reads."""
+    names = {t.name for t in tree.find_all(exp.Table)} & set(catalog.tables)
+    return max((catalog.num_rows(n) for n in names), default=0)
 
 
 def _checked_options(options: QueryOptions | None) -> QueryOptions:

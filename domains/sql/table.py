@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from hpc.backend import array_module
+from hpc.jit import serial_below
 
 from . import strings
 
@@ -507,7 +508,7 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
     from hpc.comm import resolve_comm
 
     comm = resolve_comm(comm)
-    size, rank = comm.Get_size(), comm.Get_rank()
+    size = comm.Get_size()
     try:
         mapped = _mapped(path)
         meta = mapped.meta
@@ -521,6 +522,14 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
         missing = [c for c in columns if c not in pf.schema_arrow.names]
         if missing:
             raise KeyError(f"{path}: no column(s) {missing}; columns: {pf.schema_arrow.names}")
+    with serial_below(pf.metadata.num_rows // size):  # a small table's kernels: one thread
+        return _read_part(mapped, pf, dictionaries, columns, unsorted, comm)
+
+
+def _read_part(mapped: _MappedFile, pf: Any, dictionaries: list[str],
+               columns: list[str] | None, unsorted: Collection[str], comm: Any) -> Table:
+    """:func:`read_parquet`'s rows of this rank, strings merged over the ranks."""
+    size, rank = comm.Get_size(), comm.Get_rank()
     groups = pf.metadata.num_row_groups
     if groups >= size:
         rows = np.array([pf.metadata.row_group(g).num_rows for g in range(groups)])

@@ -13,6 +13,7 @@ from numba import njit, prange
 __all__ = ["checked"]
 
 _SIGN = np.uint64(1 << 63)
+_HALF = np.uint64(1 << 31)
 
 
 @njit(inline="always")
@@ -45,8 +46,11 @@ def _run(op, a, b, valid, use_valid, lo, hi, out):  # type: ignore[no-untyped-de
         else:
             mx = _magnitude(x)
             my = _magnitude(y)
-            limit = np.uint64(0x7FFFFFFFFFFFFFFF) if (x < 0) == (y < 0) else _SIGN
-            over = my != 0 and mx > limit // my
+            # both below 2**31: the product fits, and the division (tens of cycles) is skipped
+            over = False
+            if (mx | my) >= _HALF and my != 0:
+                limit = np.uint64(0x7FFFFFFFFFFFFFFF) if (x < 0) == (y < 0) else _SIGN
+                over = mx > limit // my
             ur = ux * uy
         r = np.int64(ur)
         out[i] = r
@@ -88,16 +92,24 @@ def checked(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray | None,
 @njit(parallel=True, nogil=True, cache=True)
 def _halves(ids, values, mask, ngroups, chunks, hi, lo, counts):  # type: ignore[no-untyped-def]
     # per chunk of rows and group: sums of the high and low 32-bit halves (neither can
-    # overflow below 2**31 rows) and the row count
+    # overflow below 2**31 rows) and the row count, kept in the chunk's own arrays while it
+    # runs (the rows of hi / lo / counts of neighbouring chunks share cache lines: written
+    # row by row from two threads they would bounce between the cores)
     n = ids.shape[0]
     for c in prange(chunks):
+        h = np.zeros(ngroups, np.int64)
+        low = np.zeros(ngroups, np.int64)
+        k = np.zeros(ngroups, np.int64)
         for i in range(c * n // chunks, (c + 1) * n // chunks):
             if mask[i]:
                 g = ids[i]
                 v = values[i]
-                hi[c, g] += v >> 32
-                lo[c, g] += v & 0xFFFFFFFF
-                counts[c, g] += 1
+                h[g] += v >> 32
+                low[g] += v & 0xFFFFFFFF
+                k[g] += 1
+        hi[c, :] = h
+        lo[c, :] = low
+        counts[c, :] = k
 
 
 _CHUNKS = 16  # fixed: the sums are exact, so the chunking cannot change them anyway

@@ -22,6 +22,8 @@ from hpc.domains.sql.logical.partial import state_name, states
 from hpc.domains.sql.optimizer.distribute import equi_keys
 from hpc.domains.sql.table import Column, Decimals, Table, settle, settle_columns
 
+from hpc.jit import SERIAL_BELOW, serial_below
+
 from .aggregates import aggregate_column
 from .columns import carried_keys, group_keys, sort_order, stack
 from .evaluate import Batch, evaluate
@@ -100,6 +102,7 @@ class Executor:
         self.analyze = analyze
         self.profile: dict[int, tuple[int, float]] = {}
         self._ranged: dict[P.Node, bool] = {}  # "partition" exchanges that chose ranges
+        self._ready: dict[int, Side] = {}  # inputs computed before their node's own work
         self._shared: dict[P.Node, Side | None] = {}  # subplans met more than once: rows
         # scanned column (held, so its id stays its own) -> its physical form
         self._converted: dict[tuple[int, Any], tuple[Column, Column]] = {}
@@ -127,17 +130,35 @@ class Executor:
         agree(failure, self.comm)
         assert side is not None
         names = _unique(plan.names)
-        settled = settle_columns(side.columns)  # carried strings: on the rows left
+        with serial_below(side.nrows):
+            settled = settle_columns(side.columns)  # carried strings: on the rows left
         cols = [_presented(settled[f.name], f) for f in plan.input.schema]
         return Table(dict(zip(names, cols, strict=True)))
 
     def side(self, node: P.Node) -> Side:
-        """Collective. This rank's rows of ``node``."""
+        """Collective. This rank's rows of ``node``: its inputs first (each rank in the same
+        order), then the node's own work, on one thread when its inputs are small (a
+        parallel kernel's start, tens of microseconds idle and milliseconds on a busy
+        machine, costs more than such inputs' work)."""
+        ready = self._ready.pop(id(node), None)
+        if ready is not None:
+            return ready
         t0 = time.perf_counter()
         shared = node in self._shared
         out = self._shared[node] if shared else None
         if out is None:
-            out = self._ops[type(node)](node)
+            rows = 0  # an Exchange computes its input itself: an error there meets the ranks
+            for child in () if isinstance(node, P.Exchange) else node.inputs:
+                done = self.side(child)
+                self._ready[id(child)] = done
+                rows = max(rows, done.nrows)
+            small = bool(node.inputs) and not isinstance(node, P.Exchange)
+            try:
+                with serial_below(rows if small else SERIAL_BELOW):
+                    out = self._ops[type(node)](node)
+            finally:
+                for child in node.inputs:
+                    self._ready.pop(id(child), None)
             if shared:
                 self._shared[node] = out
         if self.analyze:
