@@ -234,3 +234,22 @@ def test_warmup_reports_each_task_and_refuses_unknown_domains(tmp_path: Path):
     proc = subprocess.run([sys.executable, "-m", "hpc", "warmup", "nosuch"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode != 0 and "nosuch" in proc.stderr
+
+
+def test_serial_below_runs_small_work_on_one_thread_and_restores_the_count():
+    import numba
+
+    from hpc.jit import serial_below
+
+    threads = numba.get_num_threads()
+    with serial_below(10, threshold=100):
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == threads
+    with serial_below(100, threshold=100):
+        assert numba.get_num_threads() == threads
+    try:
+        with serial_below(0):
+            raise ValueError("inside")
+    except ValueError:
+        pass
+    assert numba.get_num_threads() == threads
