@@ -35,12 +35,12 @@ from .evaluate import (
     to_float,
 )
 
-__all__ = ["aggregate_column", "group_moments", "variance_column"]
+__all__ = ["aggregate_column", "fusable", "group_moments", "variance_column"]
 
 
 def aggregate_column(agg: E.Aggregate, ids: np.ndarray, ngroups: int, args: list[Column],
            arg_types: list[SQLType] | None = None,
-           order: list[Column] | None = None) -> Column:
+           order: list[Column] | None = None, sums: Sums | None = None) -> Column:
     """The aggregate ``agg`` of every group: a column of ``ngroups`` rows.
 
     Parameters
@@ -59,6 +59,10 @@ def aggregate_column(agg: E.Aggregate, ids: np.ndarray, ngroups: int, args: list
         STRING_AGG's ORDER BY keys, evaluated: one column per ``agg.order`` term, whose
         direction and NULL placement come from that :class:`~..logical.expr.SortKey`.
         Without it STRING_AGG joins each group's strings in input order.
+    sums : tuple of arrays, optional
+        For a :func:`fusable` SUM or AVG: its argument's exact sums, counts and overflow
+        flags per group, computed beforehand with other such aggregates' in one pass
+        (:func:`.checked.group_sums_many`).
 
     Raises
     ------
@@ -83,7 +87,22 @@ def aggregate_column(agg: E.Aggregate, ids: np.ndarray, ngroups: int, args: list
     fn = _REDUCERS.get(agg.name)
     if fn is None:
         raise UnsupportedSQL(f"aggregate {agg.name}")
+    if sums is not None:
+        return fn(agg, ids, ngroups, col, t, mask, order, sums)
     return fn(agg, ids, ngroups, col, t, mask, order)
+
+
+Sums = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def fusable(agg: E.Aggregate) -> bool:
+    """Whether ``agg`` is a SUM or AVG of exact integers (or DECIMAL) over every row of its
+    group, whose sums :func:`.checked.group_sums_many` computes beside others'."""
+    if agg.name not in ("sum", "avg") or agg.distinct or agg.filter is not None:
+        return False
+    if len(agg.args) != 1 or agg.args[0].type.kind not in ("integer", "decimal"):
+        return False
+    return agg.name == "avg" or agg.type.kind != "double"  # a DOUBLE SUM sums floats
 
 
 # ---------------------------------------------------------------------------------------
@@ -155,7 +174,7 @@ def _count(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLT
 
 
 def _sum(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLType,
-         mask: np.ndarray, order: Any) -> Column:
+         mask: np.ndarray, order: Any, sums: Sums | None = None) -> Column:
     if t.kind == "double" or agg.type.kind == "double":
         x = to_float(col, t)
         x = np.where(mask, x, 0.0)
@@ -164,8 +183,8 @@ def _sum(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLTyp
         return _make(total, agg.type, counts > 0)
     if t.kind not in ("integer", "decimal", "boolean"):
         raise SQLError(f"SUM of {t}")
-    total, counts, overflowed = _exact_sum(ids, col.values.astype(np.int64, copy=False),
-                                           mask, ngroups)
+    total, counts, overflowed = sums or _exact_sum(
+        ids, col.values.astype(np.int64, copy=False), mask, ngroups)
     if bool(overflowed.any()):
         raise SQLError(f"overflow in SUM: the sum does not fit the 64 bits this engine holds "
                        f"{agg.type} in")
@@ -177,10 +196,10 @@ def _sum(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLTyp
 
 
 def _avg(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQLType,
-         mask: np.ndarray, order: Any) -> Column:
+         mask: np.ndarray, order: Any, sums: Sums | None = None) -> Column:
     if t.kind in ("integer", "decimal"):  # the exact sums count the rows too
-        total, counts, overflowed = _exact_sum(ids, col.values.astype(np.int64, copy=False), mask,
-                                               ngroups)
+        total, counts, overflowed = sums or _exact_sum(
+            ids, col.values.astype(np.int64, copy=False), mask, ngroups)
         present = counts > 0
         sums = total.astype(np.float64)
         if bool(overflowed.any()):  # DuckDB sums in 128 bits: fall back to float there

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["checked"]
+__all__ = ["checked", "group_sums", "group_sums_many"]
 
 _SIGN = np.uint64(1 << 63)
 _HALF = np.uint64(1 << 31)
@@ -112,14 +112,27 @@ def _halves(ids, values, mask, ngroups, chunks, hi, lo, counts):  # type: ignore
         counts[c, :] = k
 
 
-_CHUNKS = 16  # fixed: the sums are exact, so the chunking cannot change them anyway
+_CHUNKS = 64  # at most: the sums are exact, so the chunking cannot change them anyway
+_PARTIALS_BYTES = 1 << 28  # at most this much memory for the per-chunk partial sums
+
+
+def _chunks(rows: int, ngroups: int, columns: int = 1) -> int:
+    """Chunks of rows summed apart: many (each chunk's ids stay in cache) when the groups
+    are few, as many as threads when they are many, never more partial sums than
+    :data:`_PARTIALS_BYTES` hold."""
+    import numba
+
+    if rows < 1 << 16:
+        return 1
+    many = max(numba.get_num_threads(), rows // (8 * max(ngroups, 1)))
+    return max(1, min(_CHUNKS, many, _PARTIALS_BYTES // (24 * columns * max(ngroups, 1))))
 
 
 def group_sums(ids: np.ndarray, values: np.ndarray, mask: np.ndarray,
                ngroups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Exact int64 sums of ``values`` per group over the ``mask`` rows: ``(sums, counts,
     overflowed)``, ``overflowed`` True where a group's sum does not fit int64."""
-    chunks = _CHUNKS if len(ids) >= 1 << 16 else 1
+    chunks = _chunks(len(ids), ngroups)
     hi = np.zeros((chunks, ngroups), np.int64)
     lo = np.zeros((chunks, ngroups), np.int64)
     counts = np.zeros((chunks, ngroups), np.int64)
@@ -130,3 +143,54 @@ def group_sums(ids: np.ndarray, values: np.ndarray, mask: np.ndarray,
     over = (top < -(2**31)) | (top >= 2**31)
     sums = (np.where(over, 0, top) << 32) | (low & np.int64(0xFFFFFFFF))
     return sums, counts.sum(axis=0), over
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _halves_many(ids, values, masks, ngroups, chunks, hi, lo, counts):  # type: ignore[no-untyped-def]
+    # _halves for several columns in one pass over the group ids: values[j] and masks[j]
+    # (a mask of one element: every row) accumulate into hi[j] / lo[j] / counts[j]
+    n = ids.shape[0]
+    k = len(values)
+    for c in prange(chunks):
+        start, stop = c * n // chunks, (c + 1) * n // chunks
+        for j in range(k):  # the chunk's ids stay in cache from one column to the next
+            vals = values[j]
+            mask = masks[j]
+            every = mask.shape[0] == 1
+            h = np.zeros(ngroups, np.int64)
+            low = np.zeros(ngroups, np.int64)
+            m = np.zeros(ngroups, np.int64)
+            for i in range(start, stop):
+                if every or mask[i]:
+                    g = ids[i]
+                    v = vals[i]
+                    h[g] += v >> 32
+                    low[g] += v & 0xFFFFFFFF
+                    m[g] += 1
+            hi[j, c, :] = h
+            lo[j, c, :] = low
+            counts[j, c, :] = m
+
+
+def group_sums_many(ids: np.ndarray, values: list[np.ndarray], masks: list[np.ndarray | None],
+                    ngroups: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`group_sums` of several columns (``masks[j]`` None: every row) in one pass over
+    the group ids: per column ``(sums, counts, overflowed)``."""
+    k = len(values)
+    chunks = _chunks(len(ids), ngroups, k)
+    hi = np.zeros((k, chunks, ngroups), np.int64)
+    lo = np.zeros((k, chunks, ngroups), np.int64)
+    counts = np.zeros((k, chunks, ngroups), np.int64)
+    every = np.ones(1, np.bool_)
+    _halves_many(np.ascontiguousarray(ids, dtype=np.int64),
+                 tuple(np.ascontiguousarray(v, dtype=np.int64) for v in values),
+                 tuple(every if m is None else np.ascontiguousarray(m, dtype=np.bool_)
+                       for m in masks), ngroups, chunks, hi, lo, counts)
+    out = []
+    for j in range(k):
+        high, low = hi[j].sum(axis=0), lo[j].sum(axis=0)
+        top = high + (low >> 32)
+        over = (top < -(2**31)) | (top >= 2**31)
+        out.append(((np.where(over, 0, top) << 32) | (low & np.int64(0xFFFFFFFF)),
+                    counts[j].sum(axis=0), over))
+    return out

@@ -24,7 +24,8 @@ from hpc.domains.sql.table import Column, Decimals, Table, settle, settle_column
 
 from hpc.jit import SERIAL_BELOW, serial_below
 
-from .aggregates import aggregate_column
+from .aggregates import Sums, aggregate_column, fusable
+from .checked import group_sums_many
 from .columns import carried_keys, group_keys, sort_order, stack
 from .evaluate import Batch, evaluate
 from .exchange import Ranks, agree, exchange, global_count_many, mark_global, skewed
@@ -78,6 +79,21 @@ def _rows_passing(condition: E.Expr, side: Side) -> np.ndarray:
 
 
 SELECTIVE_AFTER = 2  # later conjuncts read only the kept rows once at most 1/this remain
+
+
+def _fused_sums(node: P.Aggregate, batch: Batch, ids: np.ndarray, ngroups: int
+                ) -> dict[str, tuple[Column, Sums]]:
+    """The exact sums per group of every :func:`~.aggregates.fusable` SUM and AVG of a
+    complete aggregate, in one pass over the group ids when there are several: name ->
+    (its argument, its sums)."""
+    if node.phase != "complete":
+        return {}
+    fused = [(name, agg) for name, agg in node.aggregates if fusable(agg)]
+    if len(fused) < 2:
+        return {}
+    args = [evaluate(agg.args[0], batch) for _, agg in fused]
+    sums = group_sums_many(ids, [a.values for a in args], [a.valid for a in args], ngroups)
+    return {name: (a, s) for (name, _), a, s in zip(fused, args, sums, strict=True)}
 
 
 def _take(side: Side, rows: np.ndarray) -> Side:
@@ -251,10 +267,16 @@ class Executor:
         if not node.keys:
             first = np.zeros(0, np.int64)
         out = {name: k.take(first) for (name, _), k in zip(node.keys, keys, strict=True)}
+        fused = _fused_sums(node, batch, ids, ngroups)
         for name, agg in node.aggregates:
             if node.phase == "final":
                 parts = {s: side.columns[state_name(name, s)] for s, _ in states(agg)}
                 out[name] = merged(agg, ids, ngroups, parts)
+                continue
+            if name in fused:
+                arg, sums = fused[name]
+                out[name] = aggregate_column(agg, ids, ngroups, [arg], [agg.args[0].type],
+                                             None, sums)
                 continue
             args = [evaluate(a, batch) for a in agg.args]
             order = [evaluate(k.expr, batch) for k in agg.order]

@@ -80,3 +80,29 @@ def test_a_constant_operand_is_read_for_every_row(values, constant, op, first, v
     assert bad == any(over for _, over in expect)
     if not bad:
         assert out.tolist() == [e for e, _ in expect]
+
+
+@fuzz(20)
+@given(st.integers(0, 3), st.sampled_from([1, 3, 5000]), st.integers(0, 2**32))
+def test_fused_group_sums_equal_each_column_summed_alone(columns, ngroups, seed):
+    """Several columns' sums in one pass (chunked over rows above 65,536 rows, the chunks
+    fewer when the groups are many) equal each column's exact sums, NULLs skipped, and
+    an overflowing group is flagged."""
+    from hpc.domains.sql.physical.checked import group_sums_many
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.choice([0, 7, 70_000]))
+    ids = rng.integers(0, ngroups, n)
+    values = [rng.integers(-(2**40), 2**40, n) for _ in range(columns + 1)]
+    if n:
+        values[0][ids == 0] = 2**62  # group 0 of the first column overflows with 2 rows
+    masks = [None if k % 2 else rng.random(n) < 0.8 for k in range(columns + 1)]
+    got = group_sums_many(ids, values, masks, ngroups)
+    for v, m, (sums, counts, over) in zip(values, masks, got, strict=True):
+        keep = np.ones(n, bool) if m is None else m
+        exact = np.zeros(ngroups, dtype=object)  # Python integers: unbounded
+        np.add.at(exact, ids[keep], v[keep].astype(object))
+        assert np.array_equal(counts, np.bincount(ids[keep], minlength=ngroups))
+        fits = np.array([I64[0] <= int(x) <= I64[1] for x in exact])
+        assert np.array_equal(over, ~fits)
+        assert all(int(a) == int(b) for a, b in zip(sums[fits], exact[fits], strict=True))
