@@ -1,8 +1,10 @@
 """Lattice Boltzmann throughput (MLUPS) against lbmpy and the memory roofline, same run.
 
 Cases: D2Q9 float64 on ``size2d``^2 and D3Q19 float32 on ``size3d``^3, periodic (Taylor-Green
-initial state), BGK. Ours is the full step on the decomposition: halo exchange overlapped with
-the fused kernel. Peers, measured in the same run on the same ranks:
+initial state), for each collision of ``--collisions`` (default BGK; also TRT, MRT and the
+Smagorinsky closure, ``bgk+les``, ``mrt+les``...). Ours is the full step on the decomposition:
+halo exchange overlapped with the fused kernel. Peers, measured in the same run on the same
+ranks:
 
 ``lbmpy``
     pystencils' generated C kernel for the same lattice, collision, precision and layout, SIMD
@@ -30,6 +32,7 @@ import numpy as np
 from mpi4py import MPI
 
 from hpc.comm import world
+from hpc.errors import UsageError
 
 __all__ = ["add_arguments", "lbmpy_kernel", "run"]
 
@@ -42,6 +45,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reps", type=int, default=5, help="repetitions (best reported)")
     p.add_argument("--backend", default=None, help="auto, cpu or gpu")
     p.add_argument("--no-lbmpy", action="store_true", help="skip the lbmpy peer")
+    p.add_argument(
+        "--collisions",
+        default="bgk",
+        help="comma-separated operators, each timed on both cases: bgk, trt, mrt, and X+les "
+        "(X with the Smagorinsky closure), e.g. bgk,mrt,bgk+les (default bgk)",
+    )
+    p.add_argument(
+        "--smagorinsky", type=float, default=0.12, help="C_s of the +les operators (0.12)"
+    )
 
 
 @contextlib.contextmanager
@@ -88,8 +100,19 @@ def _vector_targets(ps: Any) -> list[tuple[str, Any]]:
     ]
 
 
-def lbmpy_kernel(lattice: Any, dtype: Any, omega: float) -> tuple[Any, list[int], Any, str]:
-    """lbmpy's BGK stream-and-collide kernel for our lattice, in its fastest CPU configuration.
+def lbmpy_kernel(
+    lattice: Any,
+    dtype: Any,
+    omega: float,
+    collision: str = "bgk",
+    smagorinsky: float = 0.0,
+    rates: Any = None,
+) -> tuple[Any, list[int], Any, str]:
+    """lbmpy's stream-and-collide kernel for our lattice, in its fastest CPU configuration.
+
+    ``collision``: ``"bgk"`` (lbmpy's SRT), ``"trt"`` (``rates = [omega_minus]``) or ``"mrt"``
+    (lbmpy's orthogonal MRT, unweighted Gram-Schmidt as ours, ``rates`` its further rates);
+    ``smagorinsky > 0`` adds lbmpy's Smagorinsky subgrid model with that constant.
 
     Returns ``(sweep, order, offset, config)``: ``sweep(src, dst)`` updates the interior of
     ``(q, *ghost_shape)`` arrays holding populations in lbmpy's order and storage, where lbmpy
@@ -117,6 +140,7 @@ def lbmpy_kernel(lattice: Any, dtype: Any, omega: float) -> tuple[Any, list[int]
             Stencil,
             create_lb_update_rule,
         )
+        from lbmpy.enums import SubgridScaleModel
 
     d = lattice.d
     stencil = LBStencil(Stencil.D2Q9 if d == 2 else Stencil.D3Q19)
@@ -124,12 +148,22 @@ def lbmpy_kernel(lattice: Any, dtype: Any, omega: float) -> tuple[Any, list[int]
     order = [ours.index(tuple(reversed(tuple(int(v) for v in c)))) for c in stencil]
     tname = "double" if np.dtype(dtype) == np.float64 else "float"
     src, dst = ps.fields(f"src({stencil.Q}), dst({stencil.Q}): {tname}[{d}D]", layout="fzyx")
+    method = {"bgk": Method.SRT, "trt": Method.TRT, "mrt": Method.MRT}[collision]
+    extra: dict[str, Any] = {}
+    if collision == "bgk":
+        extra["relaxation_rate"] = omega
+    else:
+        extra["relaxation_rates"] = [omega, *(rates or [])]
+    if collision == "mrt":
+        extra["weighted"] = False
+    if smagorinsky > 0:
+        extra["subgrid_scale_model"] = (SubgridScaleModel.SMAGORINSKY, smagorinsky)
     cfg = LBMConfig(
         stencil=stencil,
-        method=Method.SRT,
-        relaxation_rate=omega,
+        method=method,
         compressible=True,
         continuous_equilibrium=False,  # the polynomial equilibrium, as ours
+        **extra,
     )
     opt = LBMOptimisation(symbolic_field=src, symbolic_temporary_field=dst)
     rule = create_lb_update_rule(lbm_config=cfg, lbm_optimisation=opt)
@@ -160,9 +194,11 @@ def lbmpy_kernel(lattice: Any, dtype: Any, omega: float) -> tuple[Any, list[int]
     return sweep, order, offset, config
 
 
-def _lbmpy_sweep(lattice: Any, local_shape: tuple[int, ...], dtype: Any, omega: float) -> Any:
+def _lbmpy_sweep(
+    lattice: Any, local_shape: tuple[int, ...], dtype: Any, omega: float, **kw: Any
+) -> Any:
     """``(steps(n), config)``: n lbmpy sweeps over a block like ours (ping-pong buffers)."""
-    sweep, _, _, config = lbmpy_kernel(lattice, dtype, omega)
+    sweep, _, _, config = lbmpy_kernel(lattice, dtype, omega, **kw)
     shape = (lattice.q, *[n + 2 for n in local_shape])
     f = np.zeros(shape, dtype=dtype)
     f[...] = lattice.w.reshape((-1,) + (1,) * lattice.d)
@@ -215,16 +251,34 @@ def _bandwidths(comm: Any, nbytes: int = 1 << 28) -> dict[str, float]:
     return {"copy": scale / copy_s, "update": scale / _best(comm, lambda: update(dst), 3)}
 
 
-def _case(args: argparse.Namespace, dim: int, n: int, dtype: Any) -> dict[str, Any]:
+def _peer_options(solver: Any, les: float) -> dict[str, Any]:
+    """lbmpy's settings for the operator of ``solver``."""
+    kw: dict[str, Any] = {"collision": solver.collision, "smagorinsky": les}
+    if solver.collision == "trt":
+        kw["rates"] = [solver.omega_minus]
+    elif solver.collision == "mrt":
+        r = solver.rates
+        kw["rates"] = [r["bulk"], r["q"], r["eps"]]  # lbmpy: bulk, then higher orders
+    return kw
+
+
+def _case(
+    args: argparse.Namespace, dim: int, n: int, dtype: Any, collision: str = "bgk"
+) -> dict[str, Any]:
     from hpc.domains.cfd import TaylorGreen
 
     comm = world()
-    tg = TaylorGreen(n, re=100.0, dim=dim, dtype=dtype, collision="bgk", backend=args.backend)
+    base, _, les = collision.partition("+")
+    cs = args.smagorinsky if les == "les" else 0.0
+    tg = TaylorGreen(
+        n, re=100.0, dim=dim, dtype=dtype, collision=base, backend=args.backend, smagorinsky=cs
+    )
     solver = tg.solver
     solver.step(2)  # compile and warm up
     cells = n**dim
     record: dict[str, Any] = {
-        "case": f"{solver.lattice.name} {np.dtype(dtype).name}",
+        "case": f"{solver.lattice.name} {np.dtype(dtype).name} {collision.upper()}",
+        "collision": collision,
         "size": [n] * dim,
         "dims": list(tg.decomp.dims),
         "peers": {},
@@ -235,7 +289,11 @@ def _case(args: argparse.Namespace, dim: int, n: int, dtype: Any) -> dict[str, A
         error = None
         try:
             sweep, config = _lbmpy_sweep(
-                solver.lattice, tg.decomp.local_shape, dtype, solver.omega_plus
+                solver.lattice,
+                tg.decomp.local_shape,
+                dtype,
+                solver.omega_plus,
+                **_peer_options(solver, cs),
             )
         except Exception as exc:  # the peer is optional: report why it is missing
             sweep, config, error = None, "", f"{type(exc).__name__}: {exc}"
@@ -283,12 +341,23 @@ def _case(args: argparse.Namespace, dim: int, n: int, dtype: Any) -> dict[str, A
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Collective. Both cases; the first (D2Q9 float64) is the headline."""
+    """Collective. Both cases per collision; the first (D2Q9 float64) is the headline."""
     comm = world()
-    cases = [
-        _case(args, 2, args.size2d, np.float64),
-        _case(args, 3, args.size3d, np.float32),
-    ]
+    known = ("bgk", "trt", "mrt")
+    names = [c.strip().lower() for c in args.collisions.split(",") if c.strip()]
+    for c in names:
+        base, plus, les = c.partition("+")
+        if base not in known or (plus and les != "les"):
+            raise UsageError(
+                f"--collisions {args.collisions}: {c!r} is not one of bgk, trt, mrt, "
+                "optionally with +les"
+            )
+    cases = []
+    for c in names or ["bgk"]:
+        cases += [
+            _case(args, 2, args.size2d, np.float64, c),
+            _case(args, 3, args.size3d, np.float32, c),
+        ]
     from hpc.backend import get_backend
 
     head = cases[0]

@@ -28,7 +28,9 @@ __all__ = ["Case", "LidDrivenCavity", "TaylorGreen", "Channel"]
 class Case:
     """Common driver: stepping with a convergence monitor and progress on rank 0.
 
-    Every case takes ``streaming`` ("auto", "aa" or "pull"), passed to :class:`LBMSolver`.
+    Every case takes ``streaming`` ("auto", "aa" or "pull"), passed to :class:`LBMSolver`; the
+    cavity, Taylor-Green and channel cases also ``smagorinsky`` (the LES constant ``C_s``, 0:
+    none) and ``mrt_rates`` (with ``collision="mrt"``).
     A case that records a time series sets ``sample_every`` and overrides :meth:`_sample`
     (called after every multiple of it, in absolute steps) and :meth:`_progress_text`.
     """
@@ -63,6 +65,8 @@ class Case:
         streaming="auto",
         bodies=(),
         curved=True,
+        smagorinsky=0.0,
+        mrt_rates=None,
     ):
         self.units = units
         self.decomp = CartDecomposition(
@@ -82,6 +86,8 @@ class Case:
             streaming=streaming,
             bodies=bodies,
             curved=curved,
+            smagorinsky=smagorinsky,
+            mrt_rates=mrt_rates,
         )
 
     @property
@@ -195,6 +201,8 @@ class LidDrivenCavity(Case):
         backend: Any = None,
         dims: Any = None,
         streaming: str = "auto",
+        smagorinsky: float = 0.0,
+        mrt_rates: dict[str, float] | None = None,
     ) -> None:
         self.n, self.re, self.dim = int(n), float(re), int(dim)
         units = LatticeUnits.from_reynolds(re, n, u_lid)
@@ -221,6 +229,8 @@ class LidDrivenCavity(Case):
             wall_velocity=wall,
             flags=flags,
             streaming=streaming,
+            smagorinsky=smagorinsky,
+            mrt_rates=mrt_rates,
         )
 
     def centerlines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -271,6 +281,8 @@ class TaylorGreen(Case):
         dims: Any = None,
         nu: float | None = None,
         streaming: str = "auto",
+        smagorinsky: float = 0.0,
+        mrt_rates: dict[str, float] | None = None,
     ) -> None:
         self.n, self.dim = int(n), int(dim)
         units = (
@@ -289,6 +301,8 @@ class TaylorGreen(Case):
             backend,
             dims,
             streaming=streaming,
+            smagorinsky=smagorinsky,
+            mrt_rates=mrt_rates,
         )
         self.k = 2 * np.pi / n
         rho, u = self.initial_fields()
@@ -352,14 +366,22 @@ class Channel(Case):
         dims: Any = None,
         inflow: bool = False,
         streaming: str = "auto",
+        smagorinsky: float = 0.0,
+        mrt_rates: dict[str, float] | None = None,
     ) -> None:
         self.nx, self.ny, self.inflow = int(nx), int(ny), bool(inflow)
         units = LatticeUnits.from_reynolds(re, ny, u_max)
         common = (D2Q9, units, collision, dtype, comm, backend, dims)
+        les = {"smagorinsky": smagorinsky, "mrt_rates": mrt_rates}
         if not inflow:
             self.force = 8 * units.nu * u_max / ny**2
             self._make(
-                (nx, ny), (True, False), *common, force=(self.force, 0.0), streaming=streaming
+                (nx, ny),
+                (True, False),
+                *common,
+                force=(self.force, 0.0),
+                streaming=streaming,
+                **les,
             )
             return
         self.force = 0.0
@@ -371,7 +393,9 @@ class Channel(Case):
             OpenBoundary(0, -1, "velocity", velocity=profile),
             OpenBoundary(0, 1, "pressure", density=1.0),
         ]
-        self._make((nx, ny), False, *common, open_boundaries=bounds, streaming=streaming)
+        self._make(
+            (nx, ny), False, *common, open_boundaries=bounds, streaming=streaming, **les
+        )
 
     def analytic_profile(self) -> np.ndarray:
         """u(y) at the owned cell centres (y + 1/2 from the lower wall): the parabola of peak

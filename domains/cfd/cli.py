@@ -28,9 +28,23 @@ __all__ = ["add_parser"]
 def _common(p: argparse.ArgumentParser, steps: int) -> None:
     p.add_argument(
         "--collision",
-        choices=["bgk", "trt"],
+        choices=["bgk", "trt", "mrt"],
         default=None,
-        help="collision operator (default: the case's)",
+        help="collision operator (default: the case's); mrt: multiple-relaxation-time",
+    )
+    p.add_argument(
+        "--smagorinsky",
+        type=float,
+        default=0.0,
+        metavar="CS",
+        help="Smagorinsky LES constant C_s (default 0: no closure; 0.1-0.2 typical)",
+    )
+    p.add_argument(
+        "--mrt-rates",
+        default=None,
+        metavar="G=S,...",
+        help="MRT rates of moment groups, e.g. bulk=1.2,eps=1.4 (groups: bulk, eps, q; "
+        "D3Q19 also pi, m; shear is set by the viscosity)",
     )
     p.add_argument("--dtype", choices=["float32", "float64"], default="float64")
     p.add_argument("--dim", type=int, choices=[2, 3], default=2, help="2 (D2Q9) or 3 (D3Q19)")
@@ -166,15 +180,44 @@ def _make_case(args: argparse.Namespace) -> Any:
     kw: dict[str, Any] = {"dtype": dtype, "backend": args.backend}
     if args.collision:
         kw["collision"] = args.collision
+    closure = _closure_options(args)
+    if args.case in ("cylinder", "stl"):
+        if closure:
+            raise on_all_ranks(
+                UsageError(f"--smagorinsky and --mrt-rates: not available for {args.case}")
+            )
+        return _make_body_case(args, kw)
+    kw.update(closure)
     if args.case == "cavity":
         return LidDrivenCavity(args.n, args.re, u_lid=args.u_lid, dim=args.dim, **kw)
     if args.case == "taylor-green":
         return TaylorGreen(args.n, re=args.re, u0=args.u0, dim=args.dim, **kw)
-    if args.case in ("cylinder", "stl"):
-        return _make_body_case(args, kw)
     if args.dim != 2:
         raise on_all_ranks(UsageError("the channel is 2-D (--dim 2)"))
     return Channel(args.nx, args.ny, re=args.re, u_max=args.u_max, inflow=args.inflow, **kw)
+
+
+def _closure_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``smagorinsky`` and ``mrt_rates`` keywords from the options (empty when unset)."""
+    out: dict[str, Any] = {}
+    if args.smagorinsky:
+        if not args.smagorinsky > 0:
+            raise on_all_ranks(UsageError(f"--smagorinsky {args.smagorinsky}: must be >= 0"))
+        out["smagorinsky"] = args.smagorinsky
+    if args.mrt_rates:
+        if args.collision != "mrt":
+            raise on_all_ranks(UsageError("--mrt-rates needs --collision mrt"))
+        rates = {}
+        for item in args.mrt_rates.split(","):
+            key, _, value = item.partition("=")
+            try:
+                rates[key.strip()] = float(value)
+            except ValueError:
+                raise on_all_ranks(
+                    UsageError(f"--mrt-rates {args.mrt_rates}: expected GROUP=RATE,...")
+                ) from None
+        out["mrt_rates"] = rates
+    return out
 
 
 def _make_body_case(args: argparse.Namespace, kw: dict[str, Any]) -> Any:
@@ -285,7 +328,8 @@ def _solve(args: argparse.Namespace, case: Any, ckpt: Any, params: dict[str, Any
         u = case.units
         job.write(
             f"{args.case}: grid {case.decomp.global_shape} on {comm.Get_size()} ranks "
-            f"{case.decomp.dims}, {solver.lattice.name} {solver.collision.upper()} "
+            f"{case.decomp.dims}, {solver.lattice.name} {solver.collision.upper()}"
+            f"{f' + Smagorinsky C_s={solver.smagorinsky:g}' if solver.smagorinsky else ''} "
             f"{solver.dtype.name}, backend {solver.backend.name}, tau={u.tau:.4f} "
             f"nu={u.nu:.4g} Re={u.reynolds:.4g} Ma={u.mach:.3f}"
         )

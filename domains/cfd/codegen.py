@@ -12,20 +12,32 @@ and later runs start instantly.
 Cell update (pull scheme, two buffers): each population is pulled from the neighbour it streams
 from; if that neighbour is a wall (flag 1) the population leaving this cell towards the wall is
 reflected instead (half-way bounce-back), plus ``6 w_i c_i . U`` for a moving wall (flag 2, wall
-velocity U). Then BGK or TRT collision with the Guo forcing term.
+velocity U). Then BGK, TRT or MRT collision with the Guo forcing term, optionally with a
+Smagorinsky eddy viscosity (a local relaxation time from the cell's non-equilibrium stress).
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from .lattice import Lattice
+from .lattice import Lattice, moment_basis
 
-__all__ = ["kernel_source", "load_kernel", "FLUID", "WALL", "MOVING_WALL", "PATTERNS"]
+__all__ = [
+    "kernel_source",
+    "load_kernel",
+    "mrt_rate_names",
+    "FLUID",
+    "WALL",
+    "MOVING_WALL",
+    "PATTERNS",
+    "COLLISIONS",
+]
 
 FLUID, WALL, MOVING_WALL = 0, 1, 2
+COLLISIONS = ("bgk", "trt", "mrt")
 _AXES = "xyz"
 
 
@@ -107,6 +119,139 @@ class _Flat:
         return f"flat_flags[{self._index(self._shift(shift))}]"
 
 
+def _lin(coeffs: Any, names: list[str]) -> str:
+    """``sum_i coeffs[i] * names[i]`` with exact (rational) coefficients, terms of equal
+    coefficient summed first (one multiply per distinct value)."""
+    by: dict[Fraction, list[str]] = {}
+    for k, n in zip(coeffs, names, strict=True):
+        k = Fraction(k)
+        if k:
+            by.setdefault(abs(k), []).append(("+ " if k > 0 else "- ") + n)
+    terms = []
+    for k in sorted(by):
+        group = " ".join(by[k])
+        if k == 1:
+            terms.append(group)
+        else:
+            inner = group[2:] if group.startswith("+ ") else "-" + group[2:]
+            terms.append(f"+ {_num(float(k))} * ({inner})")
+    if not terms:
+        return "T(0.0)"
+    text = " ".join(terms)
+    return text[2:] if text.startswith("+ ") else "-" + text[2:]
+
+
+def _pairs(d: int) -> list[tuple[int, int]]:
+    return [(a, b) for a in range(d) for b in range(a, d)]
+
+
+def _smagorinsky_lines(lat: Lattice, forcing: bool) -> list[str]:
+    """Local relaxation rate ``oml`` (and ``apl = 1 - oml / 2``) of the Smagorinsky closure.
+
+    ``Pi_ab = sum_i c_ia c_ib (p_i - feq_i)`` (pre-collision, with Guo's force correction
+    ``+ (u_a F_b + u_b F_a) / 2``), then Hou et al. (1996):
+    ``tau_eff = (tau + sqrt(tau^2 + 18 sqrt(2) C_s^2 |Pi| / rho)) / 2``, ``|Pi| = sqrt(Pi:Pi)``;
+    ``CF`` holds ``18 sqrt(2) C_s^2`` and ``TAU`` the molecular ``tau``.
+    """
+    d, q = lat.d, lat.q
+    c = lat.c.tolist()
+    lines = []
+    norm = []
+    for a, b in _pairs(d):
+        mom = _lin([c[i][a] * c[i][b] for i in range(q)], [f"p{i}" for i in range(q)])
+        eq = f"rho * (u{a} * u{b}" + (" + T(1.0) / T(3.0))" if a == b else ")")
+        fix = f" + T(0.5) * (u{a} * F{b} + u{b} * F{a})" if forcing else ""
+        lines.append(f"P{a}{b} = {mom} - {eq}{fix}")
+        norm.append(f"P{a}{b} * P{a}{b}" if a == b else f"T(2.0) * P{a}{b} * P{a}{b}")
+    lines += [
+        "pn = math.sqrt(" + " + ".join(norm) + ")",
+        "oml = T(2.0) / (TAU + math.sqrt(TAU * TAU + CF * pn * inv))",
+        "apl = T(1.0) - T(0.5) * oml",
+    ]
+    return lines
+
+
+def mrt_rate_names(lattice: Lattice) -> list[str]:
+    """The MRT kernel's rate arguments: one per non-conserved moment, in basis order."""
+    basis = moment_basis(lattice)
+    return [f"s{k}" for k, g in enumerate(basis.groups) if g not in ("rho", "j")]
+
+
+def _mrt_lines(lat: Lattice, forcing: bool, les: bool, store: Any) -> list[str]:
+    """MRT collision in raw orthogonal moments with Guo forcing.
+
+    For each non-conserved moment ``k``: ``r_k = s_k (m_k - meq_k) - (1 - s_k / 2) S_k``,
+    where ``meq_k`` and ``S_k`` are the moments of the BGK equilibrium and of Guo's source
+    (closed-form polynomials in ``rho``, ``u``, ``F`` with exact coefficients); the momentum
+    rows take ``r = -F`` (their exact value) and density none. Then
+    ``f*_i = p_i - sum_k M_ki r_k / |M_k|^2`` (``M^-1 = M^T diag(1/|M_k|^2)``). With every
+    rate equal, this is BGK.
+    """
+    d, q = lat.d, lat.q
+    basis = moment_basis(lat)
+    M = basis.matrix.tolist()
+    norms = basis.norms.tolist()
+    c = lat.c.tolist()
+    w = [Fraction(float(v)).limit_denominator(1000) for v in lat.w]
+    p = [f"p{i}" for i in range(q)]
+    lines = []
+    rr = {}
+    for k, group in enumerate(basis.groups):
+        if group == "rho":
+            continue
+        if group == "j":
+            axis = [sum(M[k][i] * c[i][b] for i in range(q)) != 0 for b in range(d)].index(True)
+            if forcing:
+                lines.append(f"r{k} = -F{axis} * {_num(1.0 / norms[k])}")
+                rr[k] = f"r{k}"
+            continue
+        row = M[k]
+        # equilibrium moment: rho (a0 + 3 b.u + C:uu)
+        a0 = sum(row[i] * w[i] for i in range(q))
+        terms = [_num(float(a0))] if a0 else []
+        for a in range(d):
+            b = 3 * sum(row[i] * w[i] * c[i][a] for i in range(q))
+            if b:
+                terms.append(f"{_num(float(b))} * u{a}")
+        for a, b in _pairs(d):
+            k2 = sum(
+                row[i] * w[i] * (Fraction(9, 2) * c[i][a] * c[i][b] - Fraction(3, 2) * (a == b))
+                for i in range(q)
+            )
+            k2 = k2 * (1 if a == b else 2)
+            if k2:
+                terms.append(f"{_num(float(k2))} * u{a} * u{b}")
+        meq = f"rho * ({' + '.join(terms)})" if terms else "T(0.0)"
+        if les and group == "nu":
+            A = f"(oml * {_num(1.0 / norms[k])})"
+            B = f"(apl * {_num(1.0 / norms[k])})"
+        else:
+            A, B = f"A{k}", f"B{k}"
+        line = f"r{k} = {A} * ({_lin(row, p)} - {meq})"
+        if forcing:
+            fterms = []
+            for a in range(d):
+                b = 3 * sum(row[i] * w[i] * c[i][a] for i in range(q))
+                if b:
+                    fterms.append(f"{_num(float(b))} * F{a}")
+            for a in range(d):
+                for b in range(d):
+                    g = sum(
+                        row[i] * w[i] * (9 * c[i][a] * c[i][b] - 3 * (a == b)) for i in range(q)
+                    )
+                    if g:
+                        fterms.append(f"{_num(float(g))} * u{a} * F{b}")
+            if fterms:
+                line += f" - {B} * ({' + '.join(fterms)})"
+        lines.append(line)
+        rr[k] = f"r{k}"
+    keys = sorted(rr)
+    for i in range(q):
+        corr = _lin([M[k][i] for k in keys], [rr[k] for k in keys])
+        lines += store(i, f"p{i} - ({corr})")
+    return lines
+
+
 PATTERNS = ("pull", "aa-stream", "aa-local")
 
 
@@ -118,6 +263,7 @@ def _cell_body(
     walls: bool,
     at: Any,
     pattern: str = "pull",
+    les: bool = False,
 ) -> list[str]:
     """One cell's update as lines of source.
 
@@ -185,6 +331,14 @@ def _cell_body(
     body.append("usq = " + " + ".join(f"u{a} * u{a}" for a in range(d)))
     if forcing:
         body.append("uF = " + " + ".join(f"u{a} * F{a}" for a in range(d)))
+    om, ap = "omp", "ap"
+    if les:
+        body += _smagorinsky_lines(lat, forcing)
+        om, ap = "oml", "apl"
+    if collision == "mrt":
+        body += _mrt_lines(lat, forcing, les, store)
+        out += [ind + line for line in body]
+        return [indent + out[0]] + out[1:]
     done = set()
     for i in range(q):
         if i in done:
@@ -194,8 +348,8 @@ def _cell_body(
         cu = _dot(c[i], u)
         if i == j:  # the rest population: only the even part
             body.append(f"eq = {_num(w)} * rho * (T(1.0) - T(1.5) * usq)")
-            src_term = f" + ap * {_num(w)} * (-T(3.0) * uF)" if forcing else ""
-            body += store(i, f"p{i} - omp * (p{i} - eq){src_term}")
+            src_term = f" + {ap} * {_num(w)} * (-T(3.0) * uF)" if forcing else ""
+            body += store(i, f"p{i} - {om} * (p{i} - eq){src_term}")
             done.add(i)
             continue
         body += [
@@ -209,24 +363,24 @@ def _cell_body(
                 cf = _dot(c[i], [f"F{a}" for a in range(d)])
                 body += [
                     f"cF = {cf}",
-                    f"sp = ap * {_num(w)} * (T(9.0) * cu * cF - T(3.0) * uF)",
-                    f"sm = ap * {_num(w)} * T(3.0) * cF",
+                    f"sp = {ap} * {_num(w)} * (T(9.0) * cu * cF - T(3.0) * uF)",
+                    f"sm = {ap} * {_num(w)} * T(3.0) * cF",
                 ]
-            body += store(i, f"p{i} - omp * (p{i} - (eqp + eqm)){ends[0]}")
-            body += store(j, f"p{j} - omp * (p{j} - (eqp - eqm)){ends[1]}")
+            body += store(i, f"p{i} - {om} * (p{i} - (eqp + eqm)){ends[0]}")
+            body += store(j, f"p{j} - {om} * (p{j} - (eqp - eqm)){ends[1]}")
             done.update((i, j))
             continue
         body += [
             f"fp = T(0.5) * (p{i} + p{j})",
             f"fm = T(0.5) * (p{i} - p{j})",
-            "rp = omp * (fp - eqp)",
+            f"rp = {om} * (fp - eqp)",
             "rm = omm * (fm - eqm)",
         ]
         if forcing:
             cf = _dot(c[i], [f"F{a}" for a in range(d)])
             body += [
                 f"cF = {cf}",
-                f"sp = ap * {_num(w)} * (T(9.0) * cu * cF - T(3.0) * uF)",
+                f"sp = {ap} * {_num(w)} * (T(9.0) * cu * cF - T(3.0) * uF)",
                 f"sm = am * {_num(w)} * T(3.0) * cF",
             ]
             body += store(i, f"p{i} - rp - rm + sp + sm")
@@ -248,11 +402,14 @@ def kernel_source(
     walls: bool = True,
     ghost_shape: tuple[int, ...] | None = None,
     pattern: str = "pull",
+    les: bool = False,
 ) -> str:
     """Python source of the fused stream-and-collide kernel ``stream_collide``.
 
     Signature: ``(f, g, flags, lo0, hi0, lo1, hi1[, lo2, hi2], omega_plus, omega_minus,
-    F..., U...)``
+    F..., U...[, s...][, tau, cfac])``: ``collision="mrt"`` adds one rate per non-conserved
+    moment (:func:`mrt_rate_names`; ``omega_plus`` and ``omega_minus`` are then unused), and
+    ``les=True`` (Smagorinsky) the molecular ``tau`` and ``cfac = 18 sqrt(2) C_s^2``.
     updating the cells of the box ``[lo, hi)`` of the ghosted local arrays ``f`` (in) and ``g``
     (out), both ``(q, *ghost_shape)``. For BGK, ``omega_minus`` must equal ``omega_plus``.
     ``walls=False`` gives the branch-free variant for boxes whose cells and neighbours are all
@@ -263,8 +420,8 @@ def kernel_source(
     """
     if pattern not in PATTERNS:
         raise ValueError(f"pattern={pattern!r}: expected one of {PATTERNS}")
-    if collision not in ("bgk", "trt"):
-        raise ValueError(f"collision={collision!r}: expected 'bgk' or 'trt'")
+    if collision not in COLLISIONS:
+        raise ValueError(f"collision={collision!r}: expected one of {COLLISIONS}")
     if target not in ("cpu", "gpu"):
         raise ValueError(f"target={target!r}")
     d = lattice.d
@@ -272,9 +429,12 @@ def kernel_source(
     bounds = ", ".join(f"lo{a}, hi{a}" for a in range(d))
     forces = ", ".join(f"F{a}_" for a in range(d))
     lids = ", ".join(f"U{a}_" for a in range(d))
+    rates = mrt_rate_names(lattice) if collision == "mrt" else []
+    extra = [f"{r}_" for r in rates] + (["tau_", "cfac_"] if les else [])
     lines = [
-        f'"""Generated: {lattice.name} {collision.upper()} forcing={forcing} walls={walls} '
-        f'{tname} {target} ghost_shape={ghost_shape} pattern={pattern}."""',
+        f'"""Generated: {lattice.name} {collision.upper()} les={les} forcing={forcing} '
+        f'walls={walls} {tname} {target} ghost_shape={ghost_shape} pattern={pattern}."""',
+        "import math",
         "import numpy as np",
         "from numba import cuda, njit, prange"
         if target == "gpu"
@@ -282,7 +442,10 @@ def kernel_source(
         f"T = np.{tname}",
         "",
     ]
-    header = f"def stream_collide(f, g, flags, {bounds}, omega_p, omega_m, {forces}, {lids}):"
+    tail = "".join(f", {x}" for x in extra)
+    header = (
+        f"def stream_collide(f, g, flags, {bounds}, omega_p, omega_m, {forces}, {lids}{tail}):"
+    )
     prelude = [
         "omp = T(omega_p)",
         "omm = T(omega_m)",
@@ -290,15 +453,31 @@ def kernel_source(
         "am = T(1.0) - T(0.5) * omm",
     ]
     prelude += [f"F{a} = T(F{a}_)" for a in range(d)] + [f"U{a} = T(U{a}_)" for a in range(d)]
+    names = []  # the per-kernel constants beyond these
+    if rates:
+        norms = moment_basis(lattice).norms.tolist()
+        k_of = [k for k, g in enumerate(moment_basis(lattice).groups) if g not in ("rho", "j")]
+        for k, r in zip(k_of, rates, strict=True):
+            prelude += [
+                f"A{k} = T({r}_ / {float(norms[k])!r})",
+                f"B{k} = T((1.0 - 0.5 * {r}_) / {float(norms[k])!r})",
+            ]
+            names += [f"A{k}", f"B{k}"]
+    if les:
+        prelude += ["TAU = T(tau_)", "CF = T(cfac_)"]
+        names += ["TAU", "CF"]
     if target == "cpu":
         if ghost_shape is None or len(ghost_shape) != d:
             raise ValueError(f"the CPU kernel needs the {d}-D ghost_shape, got {ghost_shape}")
         at = _Flat(tuple(int(n) for n in ghost_shape))
-        body = _cell_body(lattice, collision, forcing, " " * 8, walls, at, pattern)
+        body = _cell_body(lattice, collision, forcing, " " * 8, walls, at, pattern, les)
         cells = at.cells
         shape_error = f"stream_collide: arrays must be (q, *{tuple(ghost_shape)})"
         scalars = ", ".join(
-            ["omp", "omm", "ap", "am"] + [f"F{a}" for a in range(d)] + [f"U{a}" for a in range(d)]
+            ["omp", "omm", "ap", "am"]
+            + [f"F{a}" for a in range(d)]
+            + [f"U{a}" for a in range(d)]
+            + names
         )
         # One row (the innermost axis) per call: its values die with the call, so LLVM sees a
         # loop without live-out values and vectorises it.
@@ -339,7 +518,9 @@ def kernel_source(
             lines.append(f"    {_AXES[a]} = lo{a} + t{a}")
         cond = " or ".join(f"{_AXES[a]} >= hi{a}" for a in range(d))
         lines += [f"    if {cond}:", "        return"]
-        lines += _cell_body(lattice, collision, forcing, "    ", walls, _Indexed(d), pattern)
+        lines += _cell_body(
+            lattice, collision, forcing, "    ", walls, _Indexed(d), pattern, les
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -352,10 +533,13 @@ def load_kernel(
     walls: bool = True,
     ghost_shape: tuple[int, ...] | None = None,
     pattern: str = "pull",
+    les: bool = False,
 ) -> Any:
     """The compiled kernel (generated, written once to the kernel cache and imported)."""
     from hpc.jit import load_source
 
-    text = kernel_source(lattice, collision, forcing, dtype, target, walls, ghost_shape, pattern)
-    label = f"lbm_{lattice.name.lower()}_{collision}"
+    text = kernel_source(
+        lattice, collision, forcing, dtype, target, walls, ghost_shape, pattern, les
+    )
+    label = f"lbm_{lattice.name.lower()}_{collision}" + ("_les" if les else "")
     return load_source(label, text, ["stream_collide"]).stream_collide

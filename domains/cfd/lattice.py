@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Lattice", "D2Q9", "D3Q19", "lattice_named", "CS2"]
+__all__ = ["Lattice", "D2Q9", "D3Q19", "lattice_named", "CS2", "MomentBasis", "moment_basis"]
 
 CS2 = 1.0 / 3.0  # squared lattice speed of sound
 
@@ -76,3 +76,102 @@ def lattice_named(name: str) -> Lattice:
         return table[name.upper()]
     except KeyError:
         raise ValueError(f"lattice {name!r}: expected one of {', '.join(table)}") from None
+
+
+# -- multiple-relaxation-time moments ------------------------------------------------------
+# Polynomials of the velocity (c2 = |c|^2), orthogonalised in this order by Gram-Schmidt (plain
+# inner product over the velocities), each with the group whose rate relaxes it. The order
+# and the results are those of Lallemand & Luo (2000) for D2Q9 and d'Humieres et al. (2002)
+# for D3Q19.
+def _poly_d2q9(c: tuple[int, ...]) -> list[tuple[str, str, int]]:
+    x, y = c
+    c2 = x * x + y * y
+    return [
+        ("rho", "rho", 1),
+        ("e", "bulk", c2),
+        ("eps", "eps", c2 * c2),
+        ("jx", "j", x),
+        ("qx", "q", x * c2),
+        ("jy", "j", y),
+        ("qy", "q", y * c2),
+        ("pxx", "nu", x * x - y * y),
+        ("pxy", "nu", x * y),
+    ]
+
+
+def _poly_d3q19(c: tuple[int, ...]) -> list[tuple[str, str, int]]:
+    x, y, z = c
+    c2 = x * x + y * y + z * z
+    return [
+        ("rho", "rho", 1),
+        ("e", "bulk", c2),
+        ("eps", "eps", c2 * c2),
+        ("jx", "j", x),
+        ("qx", "q", x * c2),
+        ("jy", "j", y),
+        ("qy", "q", y * c2),
+        ("jz", "j", z),
+        ("qz", "q", z * c2),
+        ("3pxx", "nu", 3 * x * x - c2),
+        ("3pixx", "pi", (3 * x * x - c2) * c2),
+        ("pww", "nu", y * y - z * z),
+        ("piww", "pi", (y * y - z * z) * c2),
+        ("pxy", "nu", x * y),
+        ("pyz", "nu", y * z),
+        ("pxz", "nu", x * z),
+        ("mx", "m", x * (y * y - z * z)),
+        ("my", "m", y * (z * z - x * x)),
+        ("mz", "m", z * (x * x - y * y)),
+    ]
+
+
+@dataclass(frozen=True)
+class MomentBasis:
+    """Orthogonal raw moments ``m = M f`` of a lattice (MRT).
+
+    Attributes
+    ----------
+    matrix : ndarray of int, shape (q, q)
+        Rows orthogonal (``M M^T`` diagonal), each the smallest integer multiple of its
+        Gram-Schmidt vector, so ``M^-1 = M^T diag(1 / |M_k|^2)``.
+    labels : list of str
+        Moment names (``rho``, ``e``, ``eps``, ``jx``, ``qx``, ..., ``pxx``, ``pxy``, ...).
+    groups : list of str
+        The relaxation group of each moment: ``rho`` and ``j`` (conserved), ``nu`` (shear),
+        ``bulk`` (energy ``e``), ``eps`` (energy square), ``q`` (energy flux), and in D3Q19
+        ``pi`` (fourth-order stress) and ``m`` (third-order ghost moments).
+    """
+
+    matrix: np.ndarray = field(repr=False)
+    labels: tuple[str, ...]
+    groups: tuple[str, ...]
+
+    @property
+    def norms(self) -> np.ndarray:
+        """``|M_k|^2`` (integers)."""
+        return (self.matrix * self.matrix).sum(axis=1)
+
+
+def moment_basis(lattice: Lattice) -> MomentBasis:
+    """Gram-Schmidt orthogonal moment basis of ``lattice`` (D2Q9 or D3Q19), exact in rationals."""
+    from fractions import Fraction
+    from math import lcm
+
+    polys = {"D2Q9": _poly_d2q9, "D3Q19": _poly_d3q19}[lattice.name]
+    table = [polys(tuple(int(v) for v in ci)) for ci in lattice.c.tolist()]
+    labels = tuple(t[0] for t in table[0])
+    groups = tuple(t[1] for t in table[0])
+    rows: list[list[Fraction]] = []
+    for k in range(len(labels)):
+        v = [Fraction(t[k][2]) for t in table]
+        for r in rows:  # subtract the projections on the rows so far
+            scale = sum(a * b for a, b in zip(v, r, strict=True)) / sum(b * b for b in r)
+            v = [a - scale * b for a, b in zip(v, r, strict=True)]
+        if not any(v):
+            raise ValueError(f"{lattice.name}: moment {labels[k]} is dependent")
+        den = lcm(*(a.denominator for a in v))
+        ints = [int(a * den) for a in v]
+        g = np.gcd.reduce(np.abs(ints))
+        rows.append([Fraction(a // int(g)) for a in ints])
+    matrix = np.array([[int(a) for a in r] for r in rows], dtype=np.int64)
+    return MomentBasis(matrix, labels, groups)

@@ -17,11 +17,57 @@ import numpy as np
 from hpc.decomposition import CartDecomposition
 from hpc.halo import HaloExchange
 
-from .codegen import FLUID, MOVING_WALL, WALL, load_kernel
-from .lattice import CS2, Lattice
+from .codegen import COLLISIONS, FLUID, MOVING_WALL, WALL, load_kernel
+from .lattice import CS2, Lattice, moment_basis
 from .units import TRT_MAGIC
 
-__all__ = ["LBMSolver", "OpenBoundary", "equilibrium", "moments", "FLUID", "WALL", "MOVING_WALL"]
+__all__ = [
+    "LBMSolver",
+    "OpenBoundary",
+    "equilibrium",
+    "moments",
+    "mrt_rates",
+    "FLUID",
+    "WALL",
+    "MOVING_WALL",
+]
+
+# Default MRT rates of the non-shear moments: Lallemand & Luo (2000) for D2Q9, d'Humieres et al.
+# (2002) for D3Q19. ``q`` (energy flux) follows the shear rate (see :func:`mrt_rates`).
+MRT_DEFAULTS = {
+    "D2Q9": {"bulk": 1.64, "eps": 1.54},
+    "D3Q19": {"bulk": 1.19, "eps": 1.4, "pi": 1.4, "m": 1.98},
+}
+
+
+def mrt_rates(
+    lattice: Lattice, tau: float, rates: dict[str, float] | None = None, magic: float = TRT_MAGIC
+) -> dict[str, float]:
+    """The MRT relaxation rate of each moment group of ``lattice`` (see
+    :class:`~hpc.domains.cfd.lattice.MomentBasis`).
+
+    ``nu`` (shear) is ``1 / tau``, set by the viscosity ``nu = (tau - 1/2) / 3``. The others
+    default to :data:`MRT_DEFAULTS`, except ``q`` (energy flux, odd), which defaults to the
+    rate that makes ``(1/s_q - 1/2)(tau - 1/2) = magic`` (3/16: half-way bounce-back walls sit
+    exactly mid-link at any viscosity, as TRT). ``rates`` overrides any of them but ``nu``;
+    each must lie in (0, 2).
+    """
+    groups = [g for g in moment_basis(lattice).groups if g not in ("rho", "j")]
+    out = {"nu": 1.0 / tau, **MRT_DEFAULTS[lattice.name]}
+    out["q"] = 1.0 / (magic / (tau - 0.5) + 0.5)
+    for key, value in (rates or {}).items():
+        if key == "nu":
+            raise ValueError("the shear rate 'nu' is set by tau (the viscosity), not mrt_rates")
+        if key not in out:
+            raise ValueError(
+                f"mrt_rates: {key!r} is not a moment group of {lattice.name}; expected one of "
+                f"{', '.join(sorted(set(groups) - {'nu'}))}"
+            )
+        if not 0.0 < float(value) < 2.0:
+            raise ValueError(f"mrt_rates[{key!r}]={value}: must lie in (0, 2)")
+        out[key] = float(value)
+    return out
+
 
 
 @dataclass(frozen=True)
@@ -102,9 +148,17 @@ class LBMSolver:
         D2Q9 for 2-D grids, D3Q19 for 3-D.
     tau : float
         Relaxation time (TRT: of the symmetric moments).
-    collision : {"bgk", "trt"}
-        BGK, or two-relaxation-time with magic parameter ``magic`` (3/16 puts a half-way
-        bounce-back wall exactly mid-link).
+    collision : {"bgk", "trt", "mrt"}
+        BGK, two-relaxation-time with magic parameter ``magic`` (3/16 puts a half-way
+        bounce-back wall exactly mid-link), or multiple-relaxation-time in orthogonal raw
+        moments (Lallemand & Luo 2000, d'Humieres et al. 2002; rates: :func:`mrt_rates`).
+    smagorinsky : float
+        Smagorinsky constant ``C_s`` of the LES closure (0: none, the plain kernel): each cell
+        relaxes its shear moments at ``1 / tau_eff`` from its own non-equilibrium stress
+        (Hou et al. 1996); TRT's odd rate and MRT's other rates stay as set from ``tau``.
+    mrt_rates : dict, optional
+        Rates of MRT's non-shear moment groups (``bulk``, ``eps``, ``q``, D3Q19 also ``pi``
+        and ``m``), overriding the defaults of :func:`mrt_rates`.
     dtype : {float32, float64}
     force : sequence of float, optional
         A uniform body force (Guo's scheme), lattice units.
@@ -145,6 +199,8 @@ class LBMSolver:
         streaming: str = "auto",
         bodies: Sequence[Any] = (),
         curved: bool = True,
+        smagorinsky: float = 0.0,
+        mrt_rates: dict[str, float] | None = None,
     ) -> None:
         if decomp.halo != 1:
             raise ValueError(f"the lattice Boltzmann solver needs halo=1, not {decomp.halo}")
@@ -168,10 +224,24 @@ class LBMSolver:
         self.omega_plus = 1.0 / self.tau
         if collision == "trt":
             self.omega_minus = 1.0 / (magic / (self.tau - 0.5) + 0.5)
-        elif collision == "bgk":
+        elif collision in ("bgk", "mrt"):
             self.omega_minus = self.omega_plus
         else:
-            raise ValueError(f"collision={collision!r}: expected 'bgk' or 'trt'")
+            raise ValueError(f"collision={collision!r}: expected one of {COLLISIONS}")
+        if mrt_rates and collision != "mrt":
+            raise ValueError(f"mrt_rates apply to collision='mrt', not {collision!r}")
+        self.rates = _mrt_rates(lattice, self.tau, mrt_rates, magic) if collision == "mrt" else {}
+        self.smagorinsky = float(smagorinsky)
+        if not self.smagorinsky >= 0.0:
+            raise ValueError(f"smagorinsky={smagorinsky}: the constant C_s must be >= 0")
+        les = self.smagorinsky > 0.0
+        extra: list[float] = []
+        if self.rates:
+            groups = moment_basis(lattice).groups
+            extra += [self.rates[g] for g in groups if g not in ("rho", "j")]
+        if les:
+            extra += [self.tau, 18.0 * 2.0**0.5 * self.smagorinsky**2]
+        self._extra = tuple(extra)
         d = lattice.d
         self.force = tuple(float(v) for v in (force or (0.0,) * d))
         self.wall_velocity = tuple(float(v) for v in (wall_velocity or (0.0,) * d))
@@ -194,7 +264,7 @@ class LBMSolver:
 
         def kernel(pattern: str, walls: bool) -> Any:
             return load_kernel(
-                lattice, collision, forcing, self.dtype, target, walls, ghost, pattern
+                lattice, collision, forcing, self.dtype, target, walls, ghost, pattern, les
             )
 
         # kernels by (pattern, box has walls); AA's leftover single step is a pull with walls
@@ -488,7 +558,7 @@ class LBMSolver:
     def _run(self, box: tuple[int, ...], kernel: Any, out: Any) -> None:
         if any(box[2 * a] >= box[2 * a + 1] for a in range(len(box) // 2)):
             return
-        args = (self.omega_plus, self.omega_minus, *self.force, *self.wall_velocity)
+        args = (self.omega_plus, self.omega_minus, *self.force, *self.wall_velocity, *self._extra)
         extents = [box[2 * a + 1] - box[2 * a] for a in range(len(box) // 2)]
         self.backend.launch(kernel, extents, self.f, out, self.flags, *box, *args)
 
@@ -565,3 +635,6 @@ class LBMSolver:
         self.halo.close()
         if self.push is not None:
             self.push.close()
+
+
+_mrt_rates = mrt_rates  # the solver's parameter of the same name hides it
