@@ -180,14 +180,9 @@ def _make_case(args: argparse.Namespace) -> Any:
     kw: dict[str, Any] = {"dtype": dtype, "backend": args.backend}
     if args.collision:
         kw["collision"] = args.collision
-    closure = _closure_options(args)
+    kw.update(_closure_options(args))
     if args.case in ("cylinder", "stl"):
-        if closure:
-            raise on_all_ranks(
-                UsageError(f"--smagorinsky and --mrt-rates: not available for {args.case}")
-            )
         return _make_body_case(args, kw)
-    kw.update(closure)
     if args.case == "cavity":
         return LidDrivenCavity(args.n, args.re, u_lid=args.u_lid, dim=args.dim, **kw)
     if args.case == "taylor-green":

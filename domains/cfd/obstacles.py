@@ -60,6 +60,9 @@ class BodyInChannel(Case):
         Steps between force samples (the history).
     scheme : {"nee", "equilibrium"}
         Open-boundary scheme (:class:`OpenBoundary`).
+    smagorinsky, mrt_rates
+        The Smagorinsky constant ``C_s`` (0: no closure) and MRT's rates, as for the other
+        cases.
     """
 
     def __init__(
@@ -77,6 +80,8 @@ class BodyInChannel(Case):
         curved: bool = True,
         sample_every: int = 10,
         scheme: str = "nee",
+        smagorinsky: float = 0.0,
+        mrt_rates: dict[str, float] | None = None,
     ) -> None:
         self.global_shape = tuple(int(n) for n in shape)
         dim = len(self.global_shape)
@@ -107,6 +112,8 @@ class BodyInChannel(Case):
             streaming=streaming,
             bodies=self.bodies,
             curved=curved,
+            smagorinsky=smagorinsky,
+            mrt_rates=mrt_rates,
         )
 
     def fields(self) -> dict[str, Any]:
@@ -198,6 +205,8 @@ class SchaeferTurek(BodyInChannel):
         sample_every: int = 10,
         scheme: str = "nee",
         ramp: int | None = None,
+        smagorinsky: float = 0.0,
+        mrt_rates: dict[str, float] | None = None,
     ) -> None:
         if dim not in (2, 3):
             raise ValueError(f"dim={dim}: 2 or 3")
@@ -248,6 +257,8 @@ class SchaeferTurek(BodyInChannel):
             curved,
             sample_every,
             scheme,
+            smagorinsky,
+            mrt_rates,
         )
 
     def force_scale(self) -> float:
