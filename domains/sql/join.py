@@ -1,15 +1,17 @@
-"""Hash joins on integer keys: a numba build/probe kernel returning row index pairs.
+"""Hash joins on integer keys: numba build/probe kernels returning row index pairs.
 
 The build side gets an open-addressing table (linear probing, power-of-two capacity, at most
-half full) whose slots hold a key and the first/last row of a chain of equal keys, chained in
-row order. Probing counts the matches of every probe row, a prefix sum places them, and a
-parallel pass writes the pairs, so the output is ordered by probe row, then build row: the same
-for any thread count.
+half full) whose slots hold a key and its group: the build rows of equal keys are grouped
+contiguously in row order (a count, a prefix sum and a placement pass), so a repeated key is
+paired by copying a run of rows, never by walking a chain of scattered ones. Probing counts
+the matches of every probe row (or chunk of rows), a prefix sum places them, and a parallel
+pass writes the pairs, so the output is ordered by probe row, then build row: the same for any
+thread count. Unique, densely spread build keys skip the hashing (an array of build rows
+indexed by key); membership tests against a table much smaller than the probe go through a
+filter of tag bits first; large inputs are radix-partitioned into cache-sized tables.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 from numba import njit, prange
@@ -17,7 +19,6 @@ from numba import njit, prange
 __all__ = ["hash_join", "matched", "HOW"]
 
 HOW = ("inner", "left", "semi", "anti")
-_kernels: dict[str, Any] = {}
 
 
 # kernels at module level so numba can cache them on disk (cache=True)
@@ -38,32 +39,125 @@ def find(k, table, mask):  # type: ignore[no-untyped-def]
 
 
 @njit(inline="always", cache=True)
-def _matches(j, chain, outer):  # type: ignore[no-untyped-def]
-    # rows on the chain starting at build row j (-1: none); an outer join keeps one row
-    c = 0
-    while j != -1:
-        c += 1
-        j = chain[j]
+def _matches(g, bounds, outer):  # type: ignore[no-untyped-def]
+    # rows of key group g (-1: none); an outer join keeps one row
+    c = bounds[g + 1] - bounds[g] if g != -1 else 0
     return c if c > 0 or not outer else 1
 
 
+# inputs of at most this many rows are processed on the calling thread: waking the thread
+# pool costs more than their work (about 0.1-0.3 ms), and far more on a busy machine, where a
+# parallel region waits for every worker to get a core (measured: a median of 5 ms a launch
+# with 2 cores and a load of 6)
+_SERIAL_ROWS = 1 << 17
+# the chunked two-pass kernels of the direct lookup count per chunk of this many rows, then
+# write each chunk's pairs from its offset on, so both passes run on all threads
+_CHUNK = 1 << 14
+
+
+@njit(inline="always", cache=True)
+def _count_row(i, probe, valid, table, mask, bounds, outer, counts, hit):  # type: ignore[no-untyped-def]
+    if valid is None:
+        j = find(probe[i], table, mask)
+    else:
+        j = find(probe[i], table, mask) if valid[i] else -1
+    hit[i] = j
+    counts[i] = _matches(j, bounds, outer)
+
+
 @njit(parallel=True, nogil=True, cache=True)
-def count(probe, valid, table, chain, outer, counts, hit):  # type: ignore[no-untyped-def]
-    # one lookup per probe row: its first match is kept for the fill pass. The outputs come
+def count(probe, valid, table, bounds, outer, counts, hit):  # type: ignore[no-untyped-def]
+    # one lookup per probe row: its key group is kept for the fill pass. The outputs come
     # from NumPy: its large allocations are huge-page backed, numba's fault in 4 KiB pages
     mask = table.shape[0] - 1
-    for i in prange(probe.shape[0]):
-        j = find(probe[i], table, mask) if valid[i] else -1
-        hit[i] = j
-        counts[i] = _matches(j, chain, outer)
+    if probe.shape[0] <= _SERIAL_ROWS:
+        for i in range(probe.shape[0]):
+            _count_row(i, probe, valid, table, mask, bounds, outer, counts, hit)
+    else:
+        for i in prange(probe.shape[0]):
+            _count_row(i, probe, valid, table, mask, bounds, outer, counts, hit)
+
+
+@njit(inline="always", cache=True)
+def _fill_row(i, hit, bounds, rows, offsets, left, right):  # type: ignore[no-untyped-def]
+    o = offsets[i]
+    g = hit[i]
+    if g == -1:
+        if o < offsets[i + 1]:  # outer row without a match
+            left[o] = i
+            right[o] = -1
+    else:
+        for t in range(bounds[g], bounds[g + 1]):
+            left[o] = i
+            right[o] = rows[t]
+            o += 1
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def fill(hit, bounds, rows, offsets, left, right):  # type: ignore[no-untyped-def]
+    # each probe row's pairs: its key group's build rows, a contiguous run of rows
+    if hit.shape[0] <= _SERIAL_ROWS:
+        for i in range(hit.shape[0]):
+            _fill_row(i, hit, bounds, rows, offsets, left, right)
+    else:
+        for i in prange(hit.shape[0]):
+            _fill_row(i, hit, bounds, rows, offsets, left, right)
+
+
+@njit(inline="always", cache=True)
+def _contains_row(i, probe, valid, table, mask, out):  # type: ignore[no-untyped-def]
+    if valid is None:
+        out[i] = find(probe[i], table, mask) != -1
+    else:
+        out[i] = valid[i] and find(probe[i], table, mask) != -1
 
 
 @njit(parallel=True, nogil=True, cache=True)
 def contains(probe, valid, table, out):  # type: ignore[no-untyped-def]
     # whether each probe row has a match: one byte per row, not count + first hit (16)
     mask = table.shape[0] - 1
-    for i in prange(probe.shape[0]):
-        out[i] = valid[i] and find(probe[i], table, mask) != -1
+    if probe.shape[0] <= _SERIAL_ROWS:
+        for i in range(probe.shape[0]):
+            _contains_row(i, probe, valid, table, mask, out)
+    else:
+        for i in prange(probe.shape[0]):
+            _contains_row(i, probe, valid, table, mask, out)
+
+
+_TAG_MULT = 0xD6E8FEB86659FD93  # a second odd multiplier: tag bits independent of the slot
+
+
+@njit(nogil=True, cache=True)
+def set_tags(table, tags, shift):  # type: ignore[no-untyped-def]
+    # one bit per key of the table (a one-hash Bloom filter), from its top hash bits
+    for s in range(table.shape[0]):
+        if table[s, 1] != -1:
+            t = (np.uint64(table[s, 0]) * np.uint64(_TAG_MULT)) >> np.uint64(shift)
+            tags[t >> np.uint64(6)] |= np.uint64(1) << (t & np.uint64(63))
+
+
+@njit(inline="always", cache=True)
+def _tagged_row(i, probe, valid, table, mask, tags, shift, out):  # type: ignore[no-untyped-def]
+    k = probe[i]
+    t = (np.uint64(k) * np.uint64(_TAG_MULT)) >> np.uint64(shift)
+    tagged = ((tags[t >> np.uint64(6)] >> (t & np.uint64(63))) & np.uint64(1)) != 0
+    if valid is not None:
+        tagged = tagged and valid[i]
+    out[i] = tagged and find(k, table, mask) != -1
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def contains_tagged(probe, valid, table, tags, shift, out):  # type: ignore[no-untyped-def]
+    # contains(), the table looked at only for keys whose tag bit is set: a probe key
+    # without a match is mostly answered by one bit of a filter 16x smaller than the table,
+    # and without the mispredicted branches of the probing loop
+    mask = table.shape[0] - 1
+    if probe.shape[0] <= _SERIAL_ROWS:
+        for i in range(probe.shape[0]):
+            _tagged_row(i, probe, valid, table, mask, tags, shift, out)
+    else:
+        for i in prange(probe.shape[0]):
+            _tagged_row(i, probe, valid, table, mask, tags, shift, out)
 
 
 @njit(nogil=True, cache=True)
@@ -74,13 +168,26 @@ def set_bits(keys, lo, bits):  # type: ignore[no-untyped-def]
         bits[v >> np.uint64(6)] |= np.uint64(1) << (v & np.uint64(63))
 
 
+@njit(inline="always", cache=True)
+def _bitmap_row(i, probe, valid, lo, span, bits, out):  # type: ignore[no-untyped-def]
+    v = np.uint64(probe[i] - lo)
+    found = v < span and (
+        (bits[v >> np.uint64(6)] >> (v & np.uint64(63))) & np.uint64(1)) != 0
+    if valid is None:
+        out[i] = found
+    else:
+        out[i] = found and valid[i]
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def in_bitmap(probe, valid, lo, span, bits, out):  # type: ignore[no-untyped-def]
     # whether each probe key's bit is set; unsigned, so keys below lo fall past the span
-    for i in prange(probe.shape[0]):
-        v = np.uint64(probe[i] - lo)
-        out[i] = valid[i] and v < span and (
-            (bits[v >> np.uint64(6)] >> (v & np.uint64(63))) & np.uint64(1)) != 0
+    if probe.shape[0] <= _SERIAL_ROWS:
+        for i in range(probe.shape[0]):
+            _bitmap_row(i, probe, valid, lo, span, bits, out)
+    else:
+        for i in prange(probe.shape[0]):
+            _bitmap_row(i, probe, valid, lo, span, bits, out)
 
 
 @njit(nogil=True, cache=True)
@@ -94,27 +201,87 @@ def fill_direct(keys, lo, pos):  # type: ignore[no-untyped-def]
     return True
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def probe_direct(probe, valid, lo, span, pos, hit):  # type: ignore[no-untyped-def]
-    # each probe row's build row (-1: none); unsigned, so keys below lo fall past the span
-    for i in prange(probe.shape[0]):
-        v = np.uint64(probe[i] - lo)
-        hit[i] = pos[v] if valid[i] and v < span else -1
+@njit(nogil=True, cache=True)
+def _direct_count_rows(a, e, probe, valid, lo, span, pos, hit):  # type: ignore[no-untyped-def]
+    # pos[span] is -1 and the unsigned key - lo is clamped to span, so keys outside the build
+    # keys' range find nothing without a branch; valid None (every probe key non-null)
+    # compiles without its loads, hit None without keeping each row's build row
+    m = 0
+    for i in range(a, e):
+        j = pos[min(np.uint64(probe[i] - lo), span)]
+        if valid is not None:
+            j = j if valid[i] else -1
+        if hit is not None:
+            hit[i] = j
+        m += j >= 0
+    return m
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def fill(hit, chain, offsets, left, right):  # type: ignore[no-untyped-def]
-    for i in prange(hit.shape[0]):
-        o = offsets[i]
-        j = hit[i]
-        if j == -1 and o < offsets[i + 1]:  # outer row without a match
-            left[o] = i
-            right[o] = -1
-        while j != -1:
-            left[o] = i
-            right[o] = j
-            o += 1
-            j = chain[j]
+def direct_count(probe, valid, lo, span, pos, counts, hit):  # type: ignore[no-untyped-def]
+    # matches per chunk of probe rows (and, unless hit is None, each row's build row)
+    n = probe.shape[0]
+    if n <= _SERIAL_ROWS:
+        for c in range(counts.shape[0]):
+            counts[c] = _direct_count_rows(c * _CHUNK, min(n, (c + 1) * _CHUNK), probe, valid,
+                                           lo, span, pos, hit)
+        return
+    for c in prange(counts.shape[0]):
+        counts[c] = _direct_count_rows(c * _CHUNK, min(n, (c + 1) * _CHUNK), probe, valid, lo,
+                                       span, pos, hit)
+
+
+@njit(nogil=True, cache=True)
+def _direct_fill_rows(i, o, end, probe, valid, lo, span, pos, hit, left, right):  # type: ignore[no-untyped-def]
+    # pairs from row i on into places o to end: every row is written at the next free place,
+    # which advances only on a match (no unpredictable branch), and the rows stop at the
+    # last match, so nothing is written past end. Build rows come from hit (kept by the
+    # count pass) unless it is None, then from pos again
+    while o < end:
+        if hit is None:
+            j = pos[min(np.uint64(probe[i] - lo), span)]
+            if valid is not None:
+                j = j if valid[i] else -1
+        else:
+            j = hit[i]
+        left[o] = i
+        right[o] = j
+        o += j >= 0
+        i += 1
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def direct_fill(probe, valid, lo, span, pos, hit, offsets, left, right):  # type: ignore[no-untyped-def]
+    # chunk c's pairs from offsets[c] on
+    chunks = offsets.shape[0] - 1
+    if probe.shape[0] <= _SERIAL_ROWS:
+        for c in range(chunks):
+            _direct_fill_rows(c * _CHUNK, offsets[c], offsets[c + 1], probe, valid, lo, span,
+                              pos, hit, left, right)
+        return
+    for c in prange(chunks):
+        _direct_fill_rows(c * _CHUNK, offsets[c], offsets[c + 1], probe, valid, lo, span, pos,
+                          hit, left, right)
+
+
+@njit(inline="always", cache=True)
+def _lookup_row(i, probe, valid, lo, span, pos, right):  # type: ignore[no-untyped-def]
+    j = np.int64(pos[min(np.uint64(probe[i] - lo), span)])
+    if valid is None:
+        right[i] = j
+    else:
+        right[i] = j if valid[i] else -1
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def direct_lookup(probe, valid, lo, span, pos, right):  # type: ignore[no-untyped-def]
+    # each probe row's build row, -1 for none (a left join's pairs against unique keys)
+    if probe.shape[0] <= _SERIAL_ROWS:
+        for i in range(probe.shape[0]):
+            _lookup_row(i, probe, valid, lo, span, pos, right)
+    else:
+        for i in prange(probe.shape[0]):
+            _lookup_row(i, probe, valid, lo, span, pos, right)
 
 
 # -- radix-partitioned join for large inputs: per-partition hash tables that fit in cache ---
@@ -170,10 +337,12 @@ def radix_partition(keys: np.ndarray, bits: int, order: np.ndarray,
 
 
 @njit(inline="always", cache=True)
-def _fill_table(keys, table, last, chain):  # type: ignore[no-untyped-def]
-    # slots interleave (key, first row) so a probe touches one cache line; equal keys chain
-    # in row order (rows: positions in keys)
+def _group_keys(keys, table, group, sizes):  # type: ignore[no-untyped-def]
+    # slots interleave (key, its group) so a probe touches one cache line. Groups number the
+    # distinct keys in order of first row: group[j] is row j's, sizes[g] counts group g's
+    # rows; returns the number of groups
     mask = table.shape[0] - 1
+    groups = 0
     for j in range(keys.shape[0]):
         k = keys[j]
         s = slot_of(k, mask)
@@ -181,17 +350,52 @@ def _fill_table(keys, table, last, chain):  # type: ignore[no-untyped-def]
             s = (s + 1) & mask
         if table[s, 1] == -1:
             table[s, 0] = k
-            table[s, 1] = j
-        else:
-            chain[last[s]] = j
-        last[s] = j
+            table[s, 1] = groups
+            groups += 1
+        g = table[s, 1]
+        group[j] = g
+        sizes[g] += 1
+    return groups
+
+
+@njit(inline="always", cache=True)
+def _place_rows(group, groups, sizes, bounds, rows):  # type: ignore[no-untyped-def]
+    # rows grouped by key, in row order within a group: group g's are
+    # rows[bounds[g]:bounds[g + 1]], so a key repeated on the build side is paired by copying
+    # a run of rows, not by following a chain of scattered ones (sizes: used up as cursors)
+    bounds[0] = 0
+    for g in range(groups):
+        bounds[g + 1] = bounds[g] + sizes[g]
+        sizes[g] = bounds[g]
+    if groups == group.shape[0]:  # distinct keys: group g is row g
+        for j in range(group.shape[0]):
+            rows[j] = j
+        return
+    for j in range(group.shape[0]):
+        g = group[j]
+        rows[sizes[g]] = j
+        sizes[g] += 1
 
 
 @njit(nogil=True, cache=True)
-def build_table(bkeys, table, last, chain):  # type: ignore[no-untyped-def]
+def build_table(bkeys, table, group, sizes, bounds, rows):  # type: ignore[no-untyped-def]
     # the whole build side into arrays NumPy allocated (huge-page backed: a large table
     # allocated inside numba faults in 4 KiB pages)
-    _fill_table(bkeys, table, last, chain)
+    groups = _group_keys(bkeys, table, group, sizes)
+    _place_rows(group, groups, sizes, bounds, rows)
+
+
+@njit(nogil=True, cache=True)
+def build_set(keys, table):  # type: ignore[no-untyped-def]
+    # the table alone (membership tests): each distinct key once, its slot's value >= 0
+    mask = table.shape[0] - 1
+    for j in range(keys.shape[0]):
+        k = keys[j]
+        s = slot_of(k, mask)
+        while table[s, 1] != -1 and table[s, 0] != k:
+            s = (s + 1) & mask
+        table[s, 0] = k
+        table[s, 1] = 0
 
 
 def _capacity(m: int) -> int:
@@ -200,26 +404,29 @@ def _capacity(m: int) -> int:
 
 @njit(inline="always", cache=True)
 def _local_table(keys):  # type: ignore[no-untyped-def]
-    # hash table of one cache-sized radix partition's build keys
+    # hash table of one cache-sized radix partition's build keys, rows grouped by key
     m = keys.shape[0]
     capacity = 16
     while capacity < 2 * m:
         capacity *= 2
     table = np.full((capacity, 2), -1, dtype=np.int64)
-    last = np.full(capacity, -1, dtype=np.int64)
-    chain = np.full(max(m, 1), -1, dtype=np.int64)
-    _fill_table(keys, table, last, chain)
-    return table, chain, capacity - 1
+    group = np.empty(m, dtype=np.int64)
+    sizes = np.zeros(m, dtype=np.int64)
+    bounds = np.empty(m + 1, dtype=np.int64)
+    rows = np.empty(m, dtype=np.int64)
+    groups = _group_keys(keys, table, group, sizes)
+    _place_rows(group, groups, sizes, bounds, rows)
+    return table, bounds, rows, capacity - 1
 
 
 @njit(parallel=True, nogil=True, cache=True)
 def radix_count(pkeys, pstart, bkeys, bstart, outer, totals):  # type: ignore[no-untyped-def]
     # pairs each partition will produce (an outer join's unmatched probe row: one)
     for q in prange(pstart.shape[0] - 1):
-        table, chain, mask = _local_table(bkeys[bstart[q] : bstart[q + 1]])
+        table, bounds, _, mask = _local_table(bkeys[bstart[q] : bstart[q + 1]])
         c = 0
         for i in range(pstart[q], pstart[q + 1]):
-            c += _matches(find(pkeys[i], table, mask), chain, outer)
+            c += _matches(find(pkeys[i], table, mask), bounds, outer)
         totals[q] = c
 
 
@@ -228,19 +435,20 @@ def radix_fill(pkeys, porder, pstart, bkeys, border, bstart, outer, offsets, lef
     # each partition's pairs from its offset on, by probe row, then build row
     for q in prange(pstart.shape[0] - 1):
         b0 = bstart[q]
-        table, chain, mask = _local_table(bkeys[b0 : bstart[q + 1]])
+        table, bounds, rows, mask = _local_table(bkeys[b0 : bstart[q + 1]])
         o = offsets[q]
         for i in range(pstart[q], pstart[q + 1]):
-            j = find(pkeys[i], table, mask)
-            if j == -1 and outer:
+            g = find(pkeys[i], table, mask)
+            if g == -1:
+                if outer:
+                    left[o] = porder[i]
+                    right[o] = -1
+                    o += 1
+                continue
+            for t in range(bounds[g], bounds[g + 1]):
                 left[o] = porder[i]
-                right[o] = -1
+                right[o] = border[b0 + rows[t]]
                 o += 1
-            while j != -1:
-                left[o] = porder[i]
-                right[o] = border[b0 + j]
-                o += 1
-                j = chain[j]
 
 
 def _radix_join(p: np.ndarray, b: np.ndarray, outer: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -265,7 +473,7 @@ def _radix_join(p: np.ndarray, b: np.ndarray, outer: bool) -> tuple[np.ndarray, 
 
 # inputs at least this large (build rows, probe rows) take the radix-partitioned path
 # (below 512k build rows one table is as fast; a big build side is partitioned even for a
-# small probe: its chains of equal keys then stay in cache, measured 2-3x faster for Q13)
+# small probe: its groups of equal keys then stay in cache, measured 2-3x faster for Q13)
 RADIX_MIN = (1 << 19, 1 << 14)
 # an inner join probing this many rows estimates from a sample how many match; when fewer
 # than _SCREEN_FRACTION do, it first finds which (a byte per row) and pairs only those: a
@@ -273,12 +481,6 @@ RADIX_MIN = (1 << 19, 1 << 14)
 # offsets, and a radix join partitions a sixth of the rows
 _SCREEN_ROWS = 1 << 16
 _SCREEN_FRACTION = 0.4
-
-
-def _compile() -> dict[str, Any]:
-    return {"build": build_table, "count": count, "fill": fill, "contains": contains,
-            "set_bits": set_bits, "in_bitmap": in_bitmap, "fill_direct": fill_direct,
-            "probe_direct": probe_direct}
 
 
 def hash_join(
@@ -313,8 +515,6 @@ def hash_join(
     for name, keys in (("probe", probe), ("build", build)):
         if keys.ndim != 1 or not np.issubdtype(keys.dtype, np.integer):
             raise TypeError(f"{name} keys: need a 1-D integer array, got {keys.dtype} {keys.shape}")
-    if not _kernels:
-        _kernels.update(_compile())
     p = probe.astype(np.int64, copy=False)
     b = build.astype(np.int64, copy=False)
     if build_valid is not None:  # null build keys never match: leave them out of the table
@@ -338,13 +538,13 @@ def _hashed_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, how: st
                  key_range: tuple[int, int] | None) -> tuple[np.ndarray, np.ndarray]:
     """Inner or left join by hashing: screened by a match mask first when a sample says few
     probe rows match, radix-partitioned for large inputs, else one table."""
-    rows = table = chain = None
+    rows = table = groups = None
     if how == "inner" and len(p) >= _SCREEN_ROWS and (
             _match_fraction(p, valid, b) < _SCREEN_FRACTION):
         if _bitmap_fits(key_range, len(b)):
             hit_mask = _member(p, b, valid, key_range)
         else:  # the table that answers the screen also pairs the rows
-            table, chain = _hash_table(b)
+            table, groups = _hash_table(b)
             hit_mask = _contains(p, table, valid)
         rows = np.flatnonzero(hit_mask)  # pair the matching rows only
         p, valid = p[rows], None
@@ -356,8 +556,8 @@ def _hashed_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, how: st
             left = some[left]
     else:
         if table is None:
-            table, chain = _hash_table(b)
-        left, right = _plain_join(p, valid, table, chain, how == "left")
+            table, groups = _hash_table(b)
+        left, right = _plain_join(p, valid, table, groups, how == "left")
     if rows is not None:  # back to the caller's probe rows
         left = rows[left]
     return left, right
@@ -368,6 +568,8 @@ def _hashed_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, how: st
 # by key instead of a hash table: one load per probe row, measured 7x faster for 6M
 # lineitem rows against 1.5M orders and 30x for 227k orders against 150k customers
 _DIRECT_SPAN = 4
+# lookup arrays (int32) of at most this many keys stay in a core's cache (1 MB)
+_DIRECT_CACHED = 1 << 18
 
 
 def _direct_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, outer: bool,
@@ -378,31 +580,40 @@ def _direct_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, outer: 
     if key_range is None or len(b) >= 2**31 or key_range[1] > _DIRECT_SPAN * len(b):
         return None
     lo, span = key_range
-    pos = np.full(span, -1, dtype=np.int32)
-    if not _kernels["fill_direct"](b, lo, pos):
+    pos = np.full(span + 1, -1, dtype=np.int32)  # pos[span]: the miss of keys out of range
+    if not fill_direct(b, lo, pos):
         return None
-    hit = np.empty(len(p), dtype=np.int32)
-    ok = np.ones(len(p), dtype=bool) if valid is None else valid
-    _kernels["probe_direct"](p, ok, lo, np.uint64(span), pos, hit)
+    uspan = np.uint64(span)
     if outer:
-        return np.arange(len(p), dtype=np.int64), hit.astype(np.int64)
-    left = np.flatnonzero(hit >= 0)
-    return left, hit[left].astype(np.int64)
+        right = np.empty(len(p), dtype=np.int64)
+        direct_lookup(p, valid, lo, uspan, pos, right)
+        return np.arange(len(p), dtype=np.int64), right
+    # a lookup array in cache is read again by the fill pass; a larger one once, each
+    # row's build row kept for the fill pass (4 bytes a row instead of a second cache miss)
+    hit = None if span < _DIRECT_CACHED else np.empty(len(p), dtype=np.int32)
+    counts = np.empty(-(-len(p) // _CHUNK), dtype=np.int64)
+    direct_count(p, valid, lo, uspan, pos, counts, hit)
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    left = np.empty(int(offsets[-1]), dtype=np.int64)
+    right = np.empty(int(offsets[-1]), dtype=np.int64)
+    direct_fill(p, valid, lo, uspan, pos, hit, offsets, left, right)
+    return left, right
 
 
-def _plain_join(p: np.ndarray, valid: np.ndarray | None, table: np.ndarray, chain: np.ndarray,
+def _plain_join(p: np.ndarray, valid: np.ndarray | None, table: np.ndarray,
+                groups: tuple[np.ndarray, np.ndarray],
                 outer: bool) -> tuple[np.ndarray, np.ndarray]:
     """Inner or left join of probe keys ``p`` against one hash table (count, prefix sum,
     fill); pairs ordered by probe row, then build row. A null probe key matches nothing."""
-    k = _kernels
-    valid = np.ones(len(p), dtype=bool) if valid is None else valid
     counts, hit = np.empty(len(p), np.int64), np.empty(len(p), np.int64)
-    k["count"](p, valid, table, chain, outer, counts, hit)
+    bounds, rows = groups
+    count(p, valid, table, bounds, outer, counts, hit)
     offsets = np.zeros(len(p) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     left = np.empty(int(offsets[-1]), dtype=np.int64)
     right = np.empty(int(offsets[-1]), dtype=np.int64)
-    k["fill"](hit, chain, offsets, left, right)
+    fill(hit, bounds, rows, offsets, left, right)
     return left, right
 
 
@@ -415,7 +626,7 @@ def _match_fraction(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray) -> f
     keys = sample if valid is None else sample[valid[::step]]
     if len(keys) == 0 or len(b) == 0:
         return 0.0
-    present = _contains(b, _hash_table(keys)[0])
+    present = _contains(b, _key_set(keys))
     return float(np.count_nonzero(np.isin(keys, b[present]))) / len(sample)
 
 
@@ -424,13 +635,11 @@ def matched(probe: np.ndarray, build: np.ndarray) -> np.ndarray:
     that returns its mask). The table is built on the smaller side: with many more build
     keys, they stream through a table of the probe keys, and only the ones found there make
     the table the probe rows look up."""
-    if not _kernels:
-        _kernels.update(_compile())
     p = probe.astype(np.int64, copy=False)
     b = build.astype(np.int64, copy=False)
     key_range = _key_range(b)
     if len(b) > 4 * len(p) and not _bitmap_fits(key_range, len(b)):
-        b = b[_contains(b, _hash_table(p)[0])]  # only the build keys some probe row has
+        b = b[_contains(b, _key_set(p))]  # only the build keys some probe row has
         key_range = _key_range(b)
     return _member(p, b, None, key_range)
 
@@ -461,28 +670,50 @@ def _member(keys: np.ndarray, b: np.ndarray, valid: np.ndarray | None,
     """Whether each key (a null one: never) is among the build keys ``b`` (their
     :func:`_key_range`): a bitmap of their range when it is small, else a hash table."""
     if not _bitmap_fits(key_range, len(b)):
-        return _contains(keys, _hash_table(b)[0], valid)
+        return _contains(keys, _key_set(b), valid)
     lo, span = key_range
     bits = np.zeros((span + 63) // 64, dtype=np.uint64)
-    _kernels["set_bits"](b, lo, bits)
+    set_bits(b, lo, bits)
     out = np.empty(len(keys), dtype=bool)
-    ok = np.ones(len(keys), dtype=bool) if valid is None else valid
-    _kernels["in_bitmap"](keys, ok, lo, np.uint64(span), bits, out)
+    in_bitmap(keys, valid, lo, np.uint64(span), bits, out)
     return out
 
 
 def _contains(keys: np.ndarray, table: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
-    """Whether each key (a null one: never) is in the hash table."""
+    """Whether each key (a null one: never) is in the hash table; with many more keys than
+    slots, through a filter of tag bits first (:func:`contains_tagged`)."""
     out = np.empty(len(keys), dtype=bool)
-    ok = np.ones(len(keys), dtype=bool) if valid is None else valid
-    _kernels["contains"](keys, ok, table, out)
+    capacity = table.shape[0]
+    if len(keys) < _TAG_PROBES * capacity:
+        contains(keys, valid, table, out)
+        return out
+    nbits = 8 * capacity  # 16 to 32 bits per key: 3% to 6% of the keys without a match pass
+    shift = 64 - (nbits.bit_length() - 1)
+    tags = np.zeros(nbits // 64, dtype=np.uint64)
+    set_tags(table, tags, shift)
+    contains_tagged(keys, valid, table, tags, shift, out)
     return out
 
 
-def _hash_table(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The open-addressing table of build keys ``b`` and its chains of equal keys."""
-    capacity = _capacity(len(b))
-    table = np.full((capacity, 2), -1, dtype=np.int64)
-    chain = np.full(max(len(b), 1), -1, dtype=np.int64)
-    _kernels["build"](b, table, np.full(capacity, -1, dtype=np.int64), chain)
-    return table, chain
+# probe keys per table slot from which membership tests go through tag bits (the filter is
+# built once from the table's slots)
+_TAG_PROBES = 2
+
+
+def _hash_table(b: np.ndarray) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The open-addressing table of build keys ``b`` (slot: key, group) and its groups
+    ``(bounds, rows)``: group ``g``'s build rows are ``rows[bounds[g]:bounds[g + 1]]``."""
+    m = len(b)
+    table = np.full((_capacity(m), 2), -1, dtype=np.int64)
+    bounds = np.empty(m + 1, dtype=np.int64)
+    rows = np.empty(m, dtype=np.int64)
+    build_table(b, table, np.empty(m, dtype=np.int64), np.zeros(m, dtype=np.int64), bounds,
+                rows)
+    return table, (bounds, rows)
+
+
+def _key_set(b: np.ndarray) -> np.ndarray:
+    """The open-addressing table of keys ``b`` for membership tests (no rows)."""
+    table = np.full((_capacity(len(b)), 2), -1, dtype=np.int64)
+    build_set(b, table)
+    return table
