@@ -20,6 +20,9 @@ from .distribute import BROADCAST_ROWS, equi_keys, estimate
 
 __all__ = ["reduce_groups"]
 
+REDUCES = 4  # the keys' source is estimated at most 1/REDUCES of the grouped rows
+KEYS_AT_MOST = 4 * BROADCAST_ROWS  # and at most this many rows (planned twice: it must be
+# small, and few keys are what reduces the groups)
 _JOINS = ("inner", "left", "single", "semi")  # kinds where unmatched groups are never read
 
 
@@ -67,7 +70,7 @@ def _restricted(node: P.Node, lk: list[E.Expr], rk: list[E.Expr], partner: P.Nod
     needed = set().union(*(E.refs(lo) for lo, _ in pairs))
     source = _smallest_holder(partner, needed)
     rows = catalog.num_rows
-    if estimate(source, rows) > min(BROADCAST_ROWS, estimate(node.input, rows) / 4):
+    if estimate(source, rows) > min(KEYS_AT_MOST, estimate(node.input, rows) / REDUCES):
         return None  # the keys would cost about as much as the groups they save
     fresh = [counter.fresh() for _ in pairs]
     keyset = P.Distinct(P.Project(source, tuple((f, lo) for f, (lo, _) in

@@ -153,3 +153,21 @@ def test_a_grouped_subquery_is_reduced_to_the_keys_its_partner_holds():
     plan = reduce_groups(_plan("SELECT b.y FROM b WHERE b.k NOT IN "
                                "(SELECT a.k FROM a GROUP BY a.k)"), Rows())
     assert not any(isinstance(n, P.Join) and n.kind == "semi" for n in P.nodes(plan))
+
+
+@pytest.mark.parametrize(("b_rows", "reduced"), [
+    (1_000, True), (600_000, True),  # keys estimated 1/4 of b (a filter) <= KEYS_AT_MOST
+    (2_000_000, False),  # 500k keys: more than KEYS_AT_MOST
+])
+def test_a_grouped_subquery_is_reduced_only_by_few_keys(b_rows, reduced):
+    from hpc.domains.sql.optimizer.reduce_groups import KEYS_AT_MOST, reduce_groups
+
+    class Rows:
+        def num_rows(self, table: str) -> int:
+            return {"a": 100_000_000, "b": b_rows}[table]
+
+    assert (b_rows / 4 <= KEYS_AT_MOST) == reduced
+    sql = ("SELECT b.y FROM b WHERE b.y = 'z' AND b.k > "
+           "(SELECT AVG(a.x) FROM a WHERE a.k = b.k)")
+    plan = reduce_groups(_plan(sql), Rows())
+    assert any(isinstance(n, P.Join) and n.kind == "semi" for n in P.nodes(plan)) == reduced
