@@ -215,14 +215,18 @@ class BoxMove:
         """False when the move has no boxes (calling it does nothing)."""
         return bool(self.calls)
 
+    def _ends(self, flat: Any, buf: Any) -> tuple[Any, Any]:
+        """The source and destination of this move's kind: array to buffer (pack), buffer to
+        array (unpack), or the array to itself (copy)."""
+        if self.kind == "pack":
+            return flat, buf
+        if self.kind == "unpack":
+            return buf, flat
+        return flat, flat
+
     def run_flat(self, flat: Any, buf: Any = None) -> None:
         """Local. Run a CPU move on the flattened (1-D, C-ordered) array ``flat``."""
-        if self.kind == "pack":
-            src_arr, dst_arr = flat, buf
-        elif self.kind == "unpack":
-            src_arr, dst_arr = buf, flat
-        else:
-            src_arr = dst_arr = flat
+        src_arr, dst_arr = self._ends(flat, buf)
         if self._table is not None:
             _move_table(src_arr, dst_arr, self._table)
         for src, dst, n in self._parallel_calls:
@@ -236,12 +240,7 @@ class BoxMove:
         if not self.device:
             self.run_flat(flat, buf)
             return
-        if self.kind == "pack":
-            src_arr, dst_arr = flat, buf
-        elif self.kind == "unpack":
-            src_arr, dst_arr = buf, flat
-        else:
-            src_arr = dst_arr = flat
+        src_arr, dst_arr = self._ends(flat, buf)
         from .pack_cuda import launch_rows
 
         for src, dst, n, m, elements in self.calls:

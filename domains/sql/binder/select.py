@@ -992,20 +992,28 @@ def _inner_outer_pairs(moved: list[E.Expr],
     return pairs
 
 
+def _domain(sb: _SelectBinder, outer: set[str], outer_rows: P.Node
+            ) -> tuple[dict[str, P.Field], list[str], dict[str, str], P.Node]:
+    """The distinct values of the outer columns a subquery reads, from ``outer_rows`` (the
+    plan it is joined to), under fresh names: ``(outer_rows' fields by name, the columns in
+    order, their fresh names, the plan of the values)``."""
+    have = {f.name: f for f in outer_rows.schema}
+    if not outer <= set(have):
+        raise UnsupportedSQL("a subquery correlated with a query two levels out is not "
+                             f"supported yet{position(sb.select)}")
+    cols = sorted(outer)
+    fresh = {c: sb.binder.names.fresh(f"domain.{c}") for c in cols}
+    domain = P.Distinct(P.Project(outer_rows, tuple((fresh[c], E.Ref(c, have[c].type))
+                                                    for c in cols)))
+    return have, cols, fresh, domain
+
+
 def _over_domain(sb: _SelectBinder, base: P.Node, aggregate: P.Aggregate,
                  chain: list[P.Node], moved: list[E.Expr], outer: set[str],
                  outer_rows: P.Node, fields: list[P.Field]) -> _Subquery:
     """An aggregate subquery computed once per distinct value of the outer columns it reads:
     the inner rows joined to those values by the moved conditions, grouped by them."""
-    have = {f.name: f for f in outer_rows.schema}
-    if not outer <= set(have):
-        raise UnsupportedSQL("a subquery correlated with a query two levels out is not "
-                             f"supported yet{position(sb.select)}")
-    names = sb.binder.names
-    cols = sorted(outer)
-    fresh = {c: names.fresh(f"domain.{c}") for c in cols}
-    domain = P.Distinct(P.Project(outer_rows, tuple((fresh[c], E.Ref(c, have[c].type))
-                                                    for c in cols)))
+    have, cols, fresh, domain = _domain(sb, outer, outer_rows)
 
     def put(e: E.Expr) -> E.Expr | None:
         return E.Ref(fresh[e.name], e.type) if isinstance(e, E.Ref) and e.name in fresh \
@@ -1042,17 +1050,10 @@ def _through_domain(sb: _SelectBinder, node: P.Node, fields: list[P.Field], oute
     in FROM takes the domain on its side that reads outer columns. An aggregate without
     GROUP BY reads its rows left-joined to the domain (each aggregate filtered to the rows
     present), so a domain value without rows still has its one row of aggregates."""
-    have = {f.name: f for f in outer_rows.schema}
-    if not outer <= set(have):
-        raise UnsupportedSQL("a subquery correlated with a query two levels out is not "
-                             f"supported yet{position(sb.select)}")
+    have, cols, fresh, domain = _domain(sb, outer, outer_rows)
     names = sb.binder.names
-    cols = sorted(outer)
-    fresh = {c: names.fresh(f"domain.{c}") for c in cols}
     carried = tuple((fresh[c], E.Ref(fresh[c], have[c].type)) for c in cols)
     partition = tuple(r for _, r in carried)
-    domain = P.Distinct(P.Project(outer_rows, tuple((fresh[c], E.Ref(c, have[c].type))
-                                                    for c in cols)))
     marker = names.fresh("present")
 
     def put(e: E.Expr) -> E.Expr | None:

@@ -619,8 +619,9 @@ WINDOWS = _feature(
      "from t order by id",),
     ("select t.id as id, first_value(t.f ignore nulls) over (order by t.id rows between 2 "
      "preceding and 2 following exclude current row) as ff, nth_value(t.g, 2 ignore nulls) "
-     "over (order by t.g groups between 1 preceding and 1 following exclude group) as n2, last_value(t.i ignore nulls) over "
-     "(order by t.id rows between 4 preceding and 1 following exclude current row) as li "
+     "over (order by t.g groups between 1 preceding and 1 following exclude group) as n2, "
+     "last_value(t.i ignore nulls) over (order by t.id rows between 4 preceding and 1 "
+     "following exclude current row) as li "
      "from t order by id",),
     ("select t.id as id, var_samp(t.i) over (order by t.g groups between 1 preceding and 1 "
      "following exclude group) as vs, bool_or(t.b) over (order by t.id rows between 1 "
