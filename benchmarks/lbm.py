@@ -277,7 +277,9 @@ def _case(
     solver.step(2)  # compile and warm up
     cells = n**dim
     record: dict[str, Any] = {
-        "case": f"{solver.lattice.name} {np.dtype(dtype).name} {collision.upper()}",
+        # the default collision keeps the names earlier records used; the others say theirs
+        "case": f"{solver.lattice.name} {np.dtype(dtype).name}"
+        + ("" if collision == "bgk" else f" {collision.upper()}"),
         "collision": collision,
         "size": [n] * dim,
         "dims": list(tg.decomp.dims),

@@ -58,7 +58,7 @@ def test_journal_with_its_own_checkpoint_options_is_refused(tmp_path, capsys):
 def test_cavity_survives_ten_sigkills_on_changing_ranks(tmp_path):
     seed = random.randrange(2**32)
     rng = random.Random(seed)
-    common = ["-m", "hpc.cli", "cfd", "cavity", "--n", "48", "--steps", "12000",
+    common = ["-m", "hpc.cli", "cfd", "cavity", "--n", "128", "--steps", "20000",
               "--check-every", "500", "--checkpoint-every", "1500", "--quiet"]
     reference = tmp_path / "reference.h5"
     run_to_completion(Launch([*common, "--out", str(reference)]), tmp_path, timeout=240)
