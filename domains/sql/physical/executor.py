@@ -20,7 +20,16 @@ from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.logical.partial import state_name, states
 from hpc.domains.sql.optimizer.distribute import equi_keys
-from hpc.domains.sql.table import Column, Decimals, Table, settle, settle_columns
+from hpc.domains.sql.table import (
+    Column,
+    Decimals,
+    Deferred,
+    Rows,
+    Table,
+    deferred_gather,
+    settle,
+    settle_columns,
+)
 
 from hpc.jit import SERIAL_BELOW, serial_below
 
@@ -94,6 +103,26 @@ def _fused_sums(node: P.Aggregate, batch: Batch, ids: np.ndarray, ngroups: int
     args = [evaluate(agg.args[0], batch) for _, agg in fused]
     sums = group_sums_many(ids, [a.values for a in args], [a.valid for a in args], ngroups)
     return {name: (a, s) for (name, _), a, s in zip(fused, args, sums, strict=True)}
+
+
+DEFER_FILTERS = True  # a filter's columns gathered when read (see _kept)
+DEFER_FROM = 8  # ... when it keeps at least 1/DEFER_FROM of the rows
+
+
+def _kept(side: Side, rows: np.ndarray) -> Side:
+    """A filter's rows ``rows`` (ascending) of ``side``: nothing moves when every row
+    passes. When many rows pass, plain host columns are gathered only when read, and a
+    later gather (a join's rows) composes with these rows, so a column read only above a
+    join is gathered once, for the rows left, and a column nothing reads is never gathered.
+    A selective filter gathers at once: its few rows then stay in cache for the random
+    reads of a join above (composed, those reads would go to the whole column)."""
+    if len(rows) == side.nrows:
+        return Side(dict(side.columns), side.nrows)
+    if not DEFER_FILTERS or len(rows) * DEFER_FROM < side.nrows:
+        return _take(side, rows)  # few rows: gathered now, small enough to stay in cache
+    shared = Rows(rows)
+    return Side({n: deferred_gather(c, shared) if type(c) in (Column, Deferred)
+                 else c.take(rows) for n, c in side.columns.items()}, len(rows))
 
 
 def _take(side: Side, rows: np.ndarray) -> Side:
@@ -214,7 +243,7 @@ class Executor:
     # -- row-wise ---------------------------------------------------------------------------
     def _filter(self, node: P.Filter) -> Side:
         side = self.side(node.input)
-        kept = _take(side, _rows_passing(node.condition, side))
+        kept = _kept(side, _rows_passing(node.condition, side))
         for name in node.settle:  # raw strings read above: sorted, on the rows kept
             kept.columns[name] = settle(kept.columns[name])
         return kept
