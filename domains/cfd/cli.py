@@ -521,6 +521,11 @@ def _plot(args: argparse.Namespace) -> int:
     b.set_xlabel("position / velocity")
     b.legend(fontsize=8)
     b.set_title("centre-line profiles")
+    return _save_figure(fig, args)
+
+
+def _save_figure(fig: Any, args: argparse.Namespace) -> int:
+    """Write ``fig`` to ``--png`` (default: the file's name with ``.png``) and say where."""
     out = args.png or args.file.with_suffix(".png")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -554,8 +559,4 @@ def _plot_body(
     b.set_ylabel("coefficient")
     b.legend(fontsize=8)
     b.set_title("force history")
-    out = args.png or args.file.with_suffix(".png")
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    print(f"plot written to {out}")
-    return 0
+    return _save_figure(fig, args)

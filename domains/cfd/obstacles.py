@@ -187,6 +187,10 @@ class SchaeferTurek(BodyInChannel):
         crossings of the channel's length, ``10 nx``. An impulsive start sends pressure waves
         that the open faces reflect and the low viscosity hardly damps: with it, the drag
         rings for hundreds of thousands of steps.
+    **options
+        :class:`BodyInChannel`'s other keywords (``collision``, ``dtype``, ``comm``,
+        ``backend``, ``dims``, ``streaming``, ``curved``, ``sample_every``, ``scheme``,
+        ``smagorinsky``, ``mrt_rates``).
     """
 
     def __init__(
@@ -195,18 +199,8 @@ class SchaeferTurek(BodyInChannel):
         re: float = 20.0,
         u_max: float = 0.1,
         dim: int = 2,
-        collision: str = "trt",
-        dtype: Any = np.float64,
-        comm: Any = None,
-        backend: Any = None,
-        dims: Any = None,
-        streaming: str = "auto",
-        curved: bool = True,
-        sample_every: int = 10,
-        scheme: str = "nee",
         ramp: int | None = None,
-        smagorinsky: float = 0.0,
-        mrt_rates: dict[str, float] | None = None,
+        **options: Any,
     ) -> None:
         if dim not in (2, 3):
             raise ValueError(f"dim={dim}: 2 or 3")
@@ -243,23 +237,7 @@ class SchaeferTurek(BodyInChannel):
             return [peak] + [0.0 * peak] * len(idx)
 
         shape = (nx, ny) if dim == 2 else (nx, ny, ny)
-        super().__init__(
-            shape,
-            [body],
-            units,
-            profile,
-            collision,
-            dtype,
-            comm,
-            backend,
-            dims,
-            streaming,
-            curved,
-            sample_every,
-            scheme,
-            smagorinsky,
-            mrt_rates,
-        )
+        super().__init__(shape, [body], units, profile, **options)
 
     def force_scale(self) -> float:
         u, d = self.units.u, self.diameter

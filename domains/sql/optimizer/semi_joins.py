@@ -2,9 +2,8 @@
 keeps the left rows whose key is among the subquery's, and since each key appears once on
 the right, that is the inner join on the keys with the right's columns dropped. As an inner
 join it takes part in join ordering (:mod:`.join_order`): a subquery that keeps few keys is
-joined first, before the large tables it filters are joined to each other (orders whose
-lines sum above a threshold: the few such keys filter the orders before their lines meet
-them).
+joined first, before the large tables it filters are joined to each other (the few keys of
+groups passing a HAVING filter a large table before it meets another).
 
 The right side is unique on the keys where it is a GROUP BY on a subset of them, a DISTINCT
 of them, or one of those under filters, sorts, limits and renames. Only joins whose whole
