@@ -373,6 +373,31 @@ def _bin_triangles(lo, hi, o0, o1, o2, n0, n1, n2, starts, items, fill):
                         starts[b + 1] += 1
 
 
+def _ray_triangle(tri, t, px, py, pz, dx, dy, dz, tiny):
+    """Where the ray ``p + s d`` meets triangle ``t`` (Moeller-Trumbore): ``s``, or -1.0
+    where it misses (``tiny``: the smallest determinant taken for a hit, not parallel)."""
+    e1x = tri[t, 1, 0] - tri[t, 0, 0]
+    e1y = tri[t, 1, 1] - tri[t, 0, 1]
+    e1z = tri[t, 1, 2] - tri[t, 0, 2]
+    e2x = tri[t, 2, 0] - tri[t, 0, 0]
+    e2y = tri[t, 2, 1] - tri[t, 0, 1]
+    e2z = tri[t, 2, 2] - tri[t, 0, 2]
+    hx, hy, hz = dy * e2z - dz * e2y, dz * e2x - dx * e2z, dx * e2y - dy * e2x
+    det = e1x * hx + e1y * hy + e1z * hz
+    if abs(det) < tiny:
+        return -1.0
+    inv = 1.0 / det
+    sx, sy, sz = px - tri[t, 0, 0], py - tri[t, 0, 1], pz - tri[t, 0, 2]
+    u = (sx * hx + sy * hy + sz * hz) * inv
+    if u < 0.0 or u > 1.0:
+        return -1.0
+    qx, qy, qz = sy * e1z - sz * e1y, sz * e1x - sx * e1z, sx * e1y - sy * e1x
+    v = (dx * qx + dy * qy + dz * qz) * inv
+    if v < 0.0 or u + v > 1.0:
+        return -1.0
+    return (e2x * qx + e2y * qy + e2z * qz) * inv
+
+
 def _links_q_triangles(pos, direction, c, tri, starts, items, o0, o1, o2, n1, n2, q):
     """q of every link against a triangle surface (Moeller-Trumbore), testing only the
     triangles binned in the block cells the link spans: the nearest hit along the link."""
@@ -392,27 +417,7 @@ def _links_q_triangles(pos, direction, c, tri, starts, items, o0, o1, o2, n1, n2
                 ):
                     b = (bx * n1 + by) * n2 + bz
                     for j in range(starts[b], starts[b + 1]):
-                        t = items[j]
-                        e1x = tri[t, 1, 0] - tri[t, 0, 0]
-                        e1y = tri[t, 1, 1] - tri[t, 0, 1]
-                        e1z = tri[t, 1, 2] - tri[t, 0, 2]
-                        e2x = tri[t, 2, 0] - tri[t, 0, 0]
-                        e2y = tri[t, 2, 1] - tri[t, 0, 1]
-                        e2z = tri[t, 2, 2] - tri[t, 0, 2]
-                        hx, hy, hz = cy * e2z - cz * e2y, cz * e2x - cx * e2z, cx * e2y - cy * e2x
-                        det = e1x * hx + e1y * hy + e1z * hz
-                        if abs(det) < 1e-14:
-                            continue
-                        inv = 1.0 / det
-                        sx, sy, sz = px - tri[t, 0, 0], py - tri[t, 0, 1], pz - tri[t, 0, 2]
-                        u = (sx * hx + sy * hy + sz * hz) * inv
-                        if u < 0.0 or u > 1.0:
-                            continue
-                        qx, qy, qz = sy * e1z - sz * e1y, sz * e1x - sx * e1z, sx * e1y - sy * e1x
-                        v = (cx * qx + cy * qy + cz * qz) * inv
-                        if v < 0.0 or u + v > 1.0:
-                            continue
-                        tt = (e2x * qx + e2y * qy + e2z * qz) * inv
+                        tt = _ray_triangle(tri, items[j], px, py, pz, cx, cy, cz, 1e-14)
                         if 0.0 <= tt < best:
                             best = tt
         q[m] = best
@@ -443,26 +448,7 @@ def _mark_surface(solid, tri, lo, hi, x0, o0, o1, o2):
                 continue
             if lo[t, 2] > pz + 1e-3 or hi[t, 2] < pz - 1e-3:
                 continue
-            e1x = tri[t, 1, 0] - tri[t, 0, 0]
-            e1y = tri[t, 1, 1] - tri[t, 0, 1]
-            e1z = tri[t, 1, 2] - tri[t, 0, 2]
-            e2x = tri[t, 2, 0] - tri[t, 0, 0]
-            e2y = tri[t, 2, 1] - tri[t, 0, 1]
-            e2z = tri[t, 2, 2] - tri[t, 0, 2]
-            hx, hy, hz = ey * e2z - ez * e2y, ez * e2x - e2z, e2y - ey * e2x
-            det = e1x * hx + e1y * hy + e1z * hz
-            if abs(det) < 1e-300:
-                continue
-            inv = 1.0 / det
-            sx, sy, sz = x0 - tri[t, 0, 0], py - tri[t, 0, 1], pz - tri[t, 0, 2]
-            u = (sx * hx + sy * hy + sz * hz) * inv
-            if u < 0.0 or u > 1.0:
-                continue
-            qx, qy, qz = sy * e1z - sz * e1y, sz * e1x - sx * e1z, sx * e1y - sy * e1x
-            v = (qx + ey * qy + ez * qz) * inv
-            if v < 0.0 or u + v > 1.0:
-                continue
-            tt = (e2x * qx + e2y * qy + e2z * qz) * inv
+            tt = _ray_triangle(tri, t, x0, py, pz, 1.0, ey, ez, 1e-300)
             if tt > 0.0:
                 cross[m] = x0 + tt
                 m += 1
@@ -480,9 +466,9 @@ _TEMPLATES = {
     "marks": ([_mark_shapes], [_shape_inside]),
     "links": ([_count_links, _fill_links], []),
     "q_shapes": ([_links_q_shapes], [_shape_entry]),
-    "q_triangles": ([_links_q_triangles], []),
+    "q_triangles": ([_links_q_triangles], [_ray_triangle]),
     "bins": ([_bin_triangles], [_bin_range]),
-    "surface": ([_mark_surface], []),
+    "surface": ([_mark_surface], [_ray_triangle]),
 }
 _compiled: dict[str, Any] = {}
 
