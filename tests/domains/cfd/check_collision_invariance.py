@@ -9,13 +9,11 @@ from hpc.domains.cfd import Channel
 from mpi4py import MPI
 
 from hpc.comm import world
+from tests.domains.cfd.check_cfd_invariance import fields as gathered
 
 
 def fields(case, steps):
-    case.solver.step(steps)
-    out = {}
-    for i in range(case.solver.lattice.q):
-        out[i] = case.decomp.gather(case.solver.f[i])
+    out = gathered(case, steps)
     case.solver.close()
     return out
 
