@@ -37,7 +37,9 @@ def test_stock_holding_var_and_es_match_the_lognormal_closed_forms():
     qb = s0 * math.exp(mu + sd * zb)
     es_se = math.sqrt((x.var() + (1 - b) * (x.mean() - qb) ** 2) / (n * b))
     assert abs(res.es - es_exact) < 5 * es_se, (res.es, es_exact, es_se)
-    assert res.es > res.var > 0
+    # ES at 97.5% against VaR at 99% is no ordering (for a long stock's lighter loss tail
+    # they are within a fraction of a per cent, either way): ES exceeds VaR at its own level
+    assert res.es > s0 - qb > 0
 
 
 def test_scenarios_carry_the_requested_correlation_and_are_reproducible():
