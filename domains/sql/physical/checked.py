@@ -148,7 +148,8 @@ def group_sums(ids: np.ndarray, values: np.ndarray, mask: np.ndarray,
 @njit(parallel=True, nogil=True, cache=True)
 def _halves_many(ids, values, masks, ngroups, chunks, hi, lo, counts):  # type: ignore[no-untyped-def]
     # _halves for several columns in one pass over the group ids: values[j] and masks[j]
-    # (a mask of one element: every row) accumulate into hi[j] / lo[j] / counts[j]
+    # (an empty mask: every row; a one-row column's mask has one element) accumulate
+    # into hi[j] / lo[j] / counts[j]
     n = ids.shape[0]
     k = len(values)
     for c in prange(chunks):
@@ -156,7 +157,7 @@ def _halves_many(ids, values, masks, ngroups, chunks, hi, lo, counts):  # type: 
         for j in range(k):  # the chunk's ids stay in cache from one column to the next
             vals = values[j]
             mask = masks[j]
-            every = mask.shape[0] == 1
+            every = mask.shape[0] == 0
             h = np.zeros(ngroups, np.int64)
             low = np.zeros(ngroups, np.int64)
             m = np.zeros(ngroups, np.int64)
@@ -181,10 +182,12 @@ def group_sums_many(ids: np.ndarray, values: list[np.ndarray], masks: list[np.nd
     hi = np.zeros((k, chunks, ngroups), np.int64)
     lo = np.zeros((k, chunks, ngroups), np.int64)
     counts = np.zeros((k, chunks, ngroups), np.int64)
-    every = np.ones(1, np.bool_)
+    every = np.ones(0, np.bool_)
+    # read-only views, all of one type (a constant's column, or Arrow's buffers, are
+    # read-only: a tuple of both kinds cannot be indexed in the kernel)
     _halves_many(np.ascontiguousarray(ids, dtype=np.int64),
-                 tuple(np.ascontiguousarray(v, dtype=np.int64) for v in values),
-                 tuple(every if m is None else np.ascontiguousarray(m, dtype=np.bool_)
+                 tuple(_read_only(np.ascontiguousarray(v, dtype=np.int64)) for v in values),
+                 tuple(_read_only(every if m is None else np.ascontiguousarray(m, np.bool_))
                        for m in masks), ngroups, chunks, hi, lo, counts)
     out = []
     for j in range(k):
@@ -194,3 +197,9 @@ def group_sums_many(ids: np.ndarray, values: list[np.ndarray], masks: list[np.nd
         out.append(((np.where(over, 0, top) << 32) | (low & np.int64(0xFFFFFFFF)),
                     counts[j].sum(axis=0), over))
     return out
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    view = a.view()
+    view.flags.writeable = False
+    return view

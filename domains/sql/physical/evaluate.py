@@ -105,8 +105,16 @@ def evaluate(e: E.Expr, batch: Batch) -> Column:
     done = batch.computed.get(e)
     if done is None:
         done = handler(e, batch)
+        if len(done) == 1 and batch.nrows != 1:  # an operation on constants: one value
+            done = _broadcast(done, batch.nrows)
         batch.computed[e] = done
     return done
+
+
+def _broadcast(col: Column, n: int) -> Column:
+    """A one-row column as ``n`` rows of its value (a read-only view, nothing copied)."""
+    valid = None if col.valid is None else np.broadcast_to(col.valid, (n,))
+    return Column(np.broadcast_to(col.values, (n,)), col.kind, col.dictionary, valid)
 
 
 def predicate(col: Column) -> np.ndarray:

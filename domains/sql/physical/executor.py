@@ -41,6 +41,7 @@ from .exchange import Ranks, agree, exchange, global_count_many, mark_global, sk
 from .join import Side, join, null_safe_keys
 from .lazy_decimals import lazy_decimal
 from .partial_aggregates import merged, partial_states
+from .sum_programs import compile_sums
 from .window import window_columns
 
 __all__ = ["Executor"]
@@ -98,11 +99,22 @@ def _fused_sums(node: P.Aggregate, batch: Batch, ids: np.ndarray, ngroups: int
     if node.phase != "complete":
         return {}
     fused = [(name, agg) for name, agg in node.aggregates if fusable(agg)]
+    programs = compile_sums([agg.args[0] for _, agg in fused]) if FUSE_ARITHMETIC else None
+    if programs is not None:
+        sums = programs.sums(batch, ids, ngroups)
+        if sums is not None:  # else an overflow: evaluated below, which raises or widens
+            return {name: (_NOT_READ, s) for (name, _), s in zip(fused, sums, strict=True)}
     if len(fused) < 2:
         return {}
     args = [evaluate(agg.args[0], batch) for _, agg in fused]
     sums = group_sums_many(ids, [a.values for a in args], [a.valid for a in args], ngroups)
     return {name: (a, s) for (name, _), a, s in zip(fused, args, sums, strict=True)}
+
+
+FUSE_ARITHMETIC = True  # SUM arguments' arithmetic fused with the sums (.sum_programs)
+# the argument of a SUM whose sums came from a program: its values are never read (its sums
+# are exact and in range), only its NULLs, which the sums' counts already hold
+_NOT_READ = Column(np.zeros(0, np.int64), "int")
 
 
 DEFER_FILTERS = True  # a filter's columns gathered when read (see _kept)
