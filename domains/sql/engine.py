@@ -69,10 +69,11 @@ class QueryOptions:
         (The layered path runs on the host.)
     path : {"auto", "layered", "fast"}
         Which executor answers: ``"layered"`` the layered engine (:mod:`.pipeline`: every
-        supported construct, exact DECIMAL); ``"fast"`` the single-pass engine of this
-        module (the TPC-H subset, DECIMAL as float64, the GPU); ``"auto"`` the fast engine
-        where it answers the query exactly as written (no SEMI/ANTI join syntax, no CAST to
-        DECIMAL, and its planner accepts it), else the layered one.
+        supported construct, exact DECIMAL, on the host); ``"fast"`` the single-pass engine
+        of this module (the TPC-H subset, DECIMAL as float64, the GPU) where it answers the
+        query exactly as written (no SEMI/ANTI join syntax, no CAST to DECIMAL, and its
+        planner accepts it), else the layered one; ``"auto"`` the layered engine on the CPU
+        backend and ``"fast"`` on the GPU.
     """
 
     broadcast_rows: int = 1_000_000
@@ -147,17 +148,24 @@ def _on_fast_path(sql: str, catalog: Catalog, options: QueryOptions,
     """``run(the parsed query)`` when the fast engine answers ``sql``; None when the layered
     engine does: the path says so, or the fast engine does not take the query as written
     (its SQLError: the layered engine's binder then says whether it is valid SQL at all)."""
-    if options.path == "layered":
+    if options.path == "layered" or (options.path == "auto" and not _on_device(options)):
         return None
     try:
         select = parse(sql, catalog)
-        if options.path == "fast" or _fast_exact(select):
+        if _fast_exact(select):
             with serial_below(_rows_read(select, catalog)):  # small tables: one thread
                 return run(select)
     except SQLError:
-        if options.path == "fast":
-            raise
+        pass
     return None
+
+
+def _on_device(options: QueryOptions) -> bool:
+    """Whether the query's columns live on a GPU (where only the fast engine runs)."""
+    backend = options.backend
+    if not isinstance(backend, Backend):
+        backend = get_backend(backend)
+    return backend.is_gpu
 
 
 def _rows_read(tree: exp.Expression, catalog: Catalog) -> int:

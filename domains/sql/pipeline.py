@@ -21,6 +21,7 @@ from .binder.select import bind
 from .catalog import Catalog
 from .logical import plan as P
 from .optimizer.distribute import BROADCAST_ROWS, distribute
+from .optimizer.eager_aggregate import eager_aggregates
 from .optimizer.join_order import order_joins
 from .optimizer.prune import prune_columns
 from .optimizer.pushdown import push_filters
@@ -37,7 +38,7 @@ def logical_plan(sql: str, catalog: Catalog) -> P.Node:
     """The bound, optimized logical plan of ``sql`` (no exchanges)."""
     plan = bind(sql, catalog.types())
     plan = semi_to_inner(push_filters(simplify(plan)))
-    plan = reduce_groups(order_joins(plan, catalog), catalog)
+    plan = eager_aggregates(reduce_groups(order_joins(plan, catalog), catalog))
     return raw_strings(prune_columns(plan))
 
 

@@ -294,6 +294,8 @@ class _SelectBinder:
         self.ctes = dict(ctes)
         self.node: P.Node = P.Values(((),))
         self.pending: list[tuple[str, tuple]] | None = None
+        self._placeholders: dict[tuple[str, str, str], str] = {}  # subquery -> its name
+        self.planned: dict[str, E.Expr] = {}  # placeholder -> the planned subquery's value
         self.scope = Scope({}, binder.names, outer=outer, subquery=self._subquery)
 
     # -- the clauses, in order --------------------------------------------------------------
@@ -330,6 +332,13 @@ class _SelectBinder:
         order = self._order_keys()
         group = s.args.get("group")
         keys, sets = self._grouping(group) if group else ([], None)
+        if keys and self.pending:  # a GROUP BY key's subqueries: of the rows before grouping
+            keys = self._plan_pending(keys)
+            items = [self._planned_values(e) for e in items]
+            having_expr = self._planned_values(having_expr) if having_expr is not None \
+                else None
+            order = [E.SortKey(self._planned_values(k.expr), k.ascending, k.nulls_first)
+                     for k in order]
         aggregated = bool(keys) or any(
             isinstance(n, E.Aggregate) for e in items + [k.expr for k in order]
             + ([having_expr] if having_expr is not None else []) for n in E.walk(e))
@@ -580,6 +589,10 @@ class _SelectBinder:
 
         items = [rewrite(e) for e in items]
         having = rewrite(having) if having is not None else None
+        # a subquery's operand (HAVING COUNT(*) NOT IN (...)) is evaluated on the groups
+        self.pending = [(name, (kind, query, _operand_map(operand, rewrite), node))
+                        for name, (kind, query, operand, node) in self.pending or []] \
+            if self.pending is not None else None
         order = [E.SortKey(rewrite(k.expr), k.ascending, k.nulls_first) for k in order]
         if sets is None and any(a.name == "grouping" for _, a in aggs):
             sets = [list(range(len(key_cols)))]  # one set: GROUPING() is 0
@@ -648,8 +661,13 @@ class _SelectBinder:
         expression is a placeholder column until then."""
         if self.pending is not None:
             t = BOOLEAN if kind != "scalar" else self._scalar_type(query)
-            name = self.binder.names.fresh("subquery")
-            self.pending.append((name, (kind, query, operand, node)))
+            # the same subquery of the same operand twice (in the SELECT list and in GROUP
+            # BY) is one value: one placeholder, so that the two expressions are equal
+            same = (kind, query.sql(), str(operand))
+            name = self._placeholders.get(same) or self.binder.names.fresh("subquery")
+            if same not in self._placeholders:
+                self._placeholders[same] = name
+                self.pending.append((name, (kind, query, operand, node)))
             return E.Ref(name, t)
         return self._join_subquery(kind, query, operand, node)
 
@@ -665,18 +683,18 @@ class _SelectBinder:
     def _plan_pending(self, items: list[E.Expr]) -> list[E.Expr]:
         """Join the subqueries an aggregated query's SELECT list or HAVING used onto the
         grouped rows, and put their columns where the placeholders were."""
-        if not self.pending:
-            return items
-        values: dict[str, E.Expr] = {}
-        for name, args in self.pending:
+        for name, args in self.pending or []:
             if any(name in E.refs(e) for e in items):
-                values[name] = self._join_subquery(*args)
-        self.pending = [(n, a) for n, a in self.pending if n not in values]
+                self.planned[name] = self._join_subquery(*args)
+        self.pending = [(n, a) for n, a in self.pending or [] if n not in self.planned]
+        return [self._planned_values(e) for e in items]
 
-        def put(e: E.Expr) -> E.Expr | None:
-            return values.get(e.name) if isinstance(e, E.Ref) else None
-
-        return [E.transform(e, put) for e in items]
+    def _planned_values(self, e: E.Expr) -> E.Expr:
+        """``e`` with the placeholders of planned subqueries replaced by their values."""
+        if not self.planned:
+            return e
+        return E.transform(e, lambda n: self.planned.get(n.name) if isinstance(n, E.Ref)
+                           else None)
 
     def _join_subquery(self, kind: str, query: exp.Expression, operand: E.Expr | None,
                        node: exp.Expression) -> E.Expr:
@@ -1168,6 +1186,15 @@ def _keep_inputs(node: P.Node, moved: list[E.Expr]) -> P.Node:
     extra = tuple((n, E.Ref(n, inner[n].type)) for n in sorted(needed) if n in inner
                   and n not in have)
     return P.Project(node.input, node.exprs + extra) if extra else node
+
+
+def _operand_map(operand: E.Expr | tuple | None, fn: Any) -> E.Expr | tuple | None:
+    """``fn`` applied to a subquery's operand: none, one expression or a tuple of them."""
+    if operand is None:
+        return None
+    if isinstance(operand, tuple):
+        return tuple(fn(x) for x in operand)
+    return fn(operand)
 
 
 def _replace_keys(e: E.Expr, keys: list[tuple[str, E.Expr]]) -> E.Expr:

@@ -1,7 +1,8 @@
-"""Expression simplification: constants folded once instead of per row, and a DATE column
+"""Expression simplification: constants folded once instead of per row, a DATE column
 compared with a TIMESTAMP constant compared as dates (``l_shipdate < DATE '1994-01-01' +
 INTERVAL '1' YEAR``: DuckDB's DATE + INTERVAL is a TIMESTAMP, so the column would be
-converted row by row)."""
+converted row by row), and an integer column compared with a DECIMAL constant compared as
+integers (``i > 9223372036854775000.0`` is a DECIMAL(20,1) comparison: beyond 64 bits)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def _rule(e: E.Expr) -> E.Expr | None:
             isinstance(c, E.Literal) for c in e.children) and e.type.kind != "interval":
         return _fold(e)
     if isinstance(e, E.Call) and e.name in _FLIPPED and len(e.args) == 2:
-        return _date_comparison(e)
+        return _date_comparison(e) or _integer_comparison(e)
     return None
 
 
@@ -119,3 +120,40 @@ def _date_comparison(e: E.Call) -> E.Expr | None:
     if narrowed is None:
         return None  # = and <> of a date with a time that is not midnight: leave them
     return E.Call(narrowed, (d, E.Literal(day, DATE)), e.type)
+
+
+
+def _integer_comparison(e: E.Call) -> E.Expr | None:
+    """``CAST(i AS DECIMAL) op c`` of an integer ``i`` as the comparison of integers that
+    keeps the same rows: ``i > 2.5`` is ``i > 2``, ``i = 2.5`` holds for no ``i`` (``i <>
+    i``: FALSE, and NULL for a NULL ``i``, as the comparison), ``i < 1e30`` for every one
+    (``i = i``). The constant may need more than 64 bits; the integers never do."""
+    a, b = e.args
+    name = e.name
+    if isinstance(a, E.Literal):
+        a, b, name = b, a, _FLIPPED[name]
+    if not (isinstance(a, E.Call) and a.name == "cast" and a.type.kind == "decimal"
+            and a.args[0].type.kind == "integer" and isinstance(b, E.Literal)
+            and b.type.kind == "decimal" and b.value is not None):
+        return None
+    i, c = a.args[0], Decimal(b.value)
+    bits = min(i.type.bits, 64)
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1  # the values ``i`` can hold
+    floor, ceil = int(c.to_integral_value("ROUND_FLOOR")), int(c.to_integral_value("ROUND_CEILING"))
+    lo, hi = {  # the integers i with ``i op c``: [lo, hi] (None: unbounded)
+        "gt": (floor + 1, None), "ge": (ceil, None), "lt": (None, ceil - 1),
+        "le": (None, floor)}.get(name, (None, None))
+    if name in ("eq", "ne"):
+        if floor != ceil or not low <= floor <= high:  # no value of i equals c
+            return E.Call("ne" if name == "eq" else "eq", (i, i), e.type)
+        return E.Call(name, (i, E.Literal(floor, i.type)), e.type)
+    lo = None if lo is None or lo <= low else lo
+    hi = None if hi is None or hi >= high else hi
+    if (lo is not None and (lo > high or (hi is not None and lo > hi))) or (
+            hi is not None and hi < low):
+        return E.Call("ne", (i, i), e.type)  # no integer
+    terms = [E.Call(op, (i, E.Literal(v, i.type)), e.type)
+             for op, v in (("ge", lo), ("le", hi)) if v is not None]
+    if not terms:
+        return E.Call("eq", (i, i), e.type)  # every integer
+    return terms[0] if len(terms) == 1 else E.Call("and", tuple(terms), e.type)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from hpc.domains.sql.errors import SQLError
 from hpc.domains.sql.table import Column, Decimals, chunk_positions
 from numba import njit, prange
 
@@ -67,8 +68,14 @@ class LazyDecimals(Column):
         if self._values is None:
             exact = self._source.unscaled(self._scale)
             if exact is None:  # through float64: exact up to 15 digits
-                exact = np.rint(np.asarray(self._source.values, dtype=np.float64)
-                                * 10.0 ** self._scale).astype(np.int64)
+                scaled = np.asarray(self._source.values, dtype=np.float64) * 10.0 ** self._scale
+                fits = np.abs(scaled) < 2.0**63  # False for NaN (a NULL's value) too
+                wide = ~fits if self.valid is None else ~fits & self.valid
+                if bool(wide.any()):
+                    value = self._source.values[int(np.argmax(wide))]
+                    raise SQLError(f"a DECIMAL value ({value:.6g}) needs more than the 64 bits "
+                                   "this engine holds DECIMALs in")
+                exact = np.rint(np.where(fits, scaled, 0.0)).astype(np.int64)
             self._values = exact
         return self._values
 

@@ -41,7 +41,7 @@ def tpch(tmp_path_factory):
     return out, con
 
 
-@pytest.mark.parametrize("path", ["auto", "layered"])
+@pytest.mark.parametrize("path", ["fast", "layered"])
 @pytest.mark.parametrize("q", SUPPORTED)
 def test_tpch_query_equals_duckdb(tpch, q, path):
     data, con = tpch
@@ -54,7 +54,7 @@ def test_tpch_query_equals_duckdb(tpch, q, path):
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("nranks,broadcast_rows,path", [
-    (2, 1_000_000, "auto"), (3, 0, "auto"), (2, 1_000_000, "layered"), (3, 0, "layered")])
+    (2, 1_000_000, "fast"), (3, 0, "fast"), (2, 1_000_000, "layered"), (3, 0, "layered")])
 def test_tpch_on_ranks_equals_duckdb(tpch, nranks, broadcast_rows, path):
     """Broadcast joins on 2 ranks, shuffle joins everywhere on 3; both query paths."""
     data, _ = tpch
@@ -76,10 +76,11 @@ def test_unsupported_tpch_queries_name_the_construct(tpch):
 
 def test_explain_shows_the_joins_with_rows(tpch):
     data, _ = tpch
-    plan = explain(QUERIES[5], Catalog.from_directory(data))
+    fast = QueryOptions(path="fast")  # the fast engine's plan: one line per operator
+    plan = explain(QUERIES[5], Catalog.from_directory(data), options=fast)
     assert plan.count("HashJoin") == 5
     assert "Scan region AS region" in plan and "rows=" in plan
-    table = query("EXPLAIN " + QUERIES[6], Catalog.from_directory(data))
+    table = query("EXPLAIN " + QUERIES[6], Catalog.from_directory(data), options=fast)
     assert any("Aggregate" in line for line in table.to_pandas()["plan"])
 
 
@@ -151,10 +152,11 @@ def test_a_with_table_used_twice_runs_once(seed):
     catalog = Catalog()
     catalog.register("t", Table.from_pandas(t))
     catalog.register("u", Table.from_pandas(u))
-    plan = explain(sql, catalog)
+    fast = QueryOptions(path="fast")  # the fast engine's plan names its derived tables
+    plan = explain(sql, catalog, options=fast)
     assert plan.count("Scan t AS t") == 1 and plan.count("Derived table r") == 2, plan
     for prefix in ("EXPLAIN ", "explain analyze\n", "Explain  Analyze "):  # the same plan
-        lines = query(prefix + sql, catalog).to_pandas()["plan"].tolist()
+        lines = query(prefix + sql, catalog, options=fast).to_pandas()["plan"].tolist()
         assert sum("Scan t AS t" in line for line in lines) == 1, (prefix, lines)
 
 
@@ -628,12 +630,15 @@ def test_bounds_by_constants_equal_duckdb(tmp_path, monkeypatch, where):
     monkeypatch.setattr("hpc.domains.sql.engine.bounds_mask",
                         lambda bounds, f: folded.append(bounds) or real(bounds, f))
     sql = f"select count(*) as c, sum(t.i) as s, min(t.f) as m from t where {where}"
-    ours = query(sql, Catalog.from_directory(tmp_path)).to_pandas()
+    catalog = Catalog.from_directory(tmp_path)
+    ours = query(sql, catalog, options=QueryOptions(path="fast")).to_pandas()  # the folding
     con = duckdb.connect()
     con.register("t", frame)
     ref = con.execute(sql).df()
     assert same_rows(ours, ref, ordered=True) is None, (where, ours, ref)
     assert bool(folded) == (" or " not in where), folded
+    layered = query(sql, catalog).to_pandas()  # the default engine keeps the same rows
+    assert same_rows(layered, ref, ordered=True) is None, (where, layered, ref)
 
 
 @pytest.mark.mpi

@@ -171,3 +171,30 @@ def test_a_grouped_subquery_is_reduced_only_by_few_keys(b_rows, reduced):
            "(SELECT AVG(a.x) FROM a WHERE a.k = b.k)")
     plan = reduce_groups(_plan(sql), Rows())
     assert any(isinstance(n, P.Join) and n.kind == "semi" for n in P.nodes(plan)) == reduced
+
+
+def test_an_aggregate_of_one_side_grouped_by_the_other_sides_join_key_runs_below_the_join():
+    from hpc.domains.sql.optimizer.eager_aggregate import eager_aggregates
+
+    def eager(sql: str) -> P.Node:
+        return eager_aggregates(push_filters(bind(sql, SCHEMA)))
+
+    sql = "SELECT b.k, COUNT(a.x) AS c, MAX(a.s) AS m FROM b LEFT JOIN a ON a.k = b.k GROUP BY b.k"
+    plan = eager(sql)
+    (j,) = _joins(plan)
+    (pre,) = [n for n in P.nodes(j.right) if isinstance(n, P.Aggregate)]
+    # a's rows grouped by a's join key (cast to b.k's type: the join reads the cast)
+    assert [str(e) for _, e in pre.keys] == ["CAST(a.k AS BIGINT)"]
+    assert pre.keys[0][0] in str(j.condition)
+    assert "coalesce" in P.explain(plan)  # a key without partner: a COUNT of 0, not NULL
+    assert plan.schema == push_filters(bind(sql, SCHEMA)).schema
+    for sql in [
+        "SELECT b.y, COUNT(a.x) FROM b LEFT JOIN a ON a.k = b.k GROUP BY b.y",  # not the key
+        "SELECT b.k, COUNT(DISTINCT a.x) FROM b LEFT JOIN a ON a.k = b.k GROUP BY b.k",
+        "SELECT b.k, COUNT(*) FROM b LEFT JOIN a ON a.k = b.k GROUP BY b.k",  # counts b's rows
+        "SELECT b.k, AVG(a.x) FROM b JOIN a ON a.k = b.k GROUP BY b.k",
+        "SELECT b.k, COUNT(a.x) FROM b JOIN a ON a.k = b.k AND a.x > b.k GROUP BY b.k",
+        "SELECT b.k, COUNT(a.x), MAX(b.y) FROM b JOIN a ON a.k = b.k GROUP BY b.k",  # both
+    ]:
+        (j,) = _joins(eager(sql))
+        assert not any(isinstance(n, P.Aggregate) for n in P.nodes(j)), sql

@@ -1,7 +1,7 @@
 """Run under mpirun: every ``"ok"`` differential query over the Parquet tables in the
 directory argv[1] gives DuckDB's rows on rank 0 and leaves no rows on the other ranks;
 argv[2] is the broadcast limit in rows (0 forces shuffle joins everywhere), argv[3] the
-path (``auto``: the ``"ok"`` queries; ``layered``: all but the pending ones). Prints the
+path (``fast``: the ``"ok"`` queries; ``layered``: all but the pending ones). Prints the
 mismatches by query id, or ``ok: N queries on R ranks``. A query marked
 ``wrong_on_ranks`` must still differ (a known bug), and fails the job once it agrees."""
 

@@ -131,10 +131,45 @@ JOINS = _feature(
      "order by id, w",),
     ("select x.g as g, count(*) as n from (select t.g as g from t where t.i > 0) as x "
      "left join u on x.g = u.k group by x.g order by g",),
+    # an aggregate of one side grouped by the other side's join key: computed below the
+    # join (eager aggregation), NULL and duplicate keys on both sides, keys without partner
+    ("select t.g as g, count(u.w) as c, sum(u.w) as s, min(u.s) as mn, max(u.d) as mx "
+     "from t left join u on t.g = u.k group by t.g order by g",),
+    ("select t.g as g, count(*) as n, sum(u.m) as s from t join u on t.g = u.k group by t.g "
+     "order by g",),
+    ("select t.g as g, t.b as b, count(u.w) as c, max(u.w) as mx from t left join u "
+     "on t.g = u.k group by t.g, t.b order by g, b",),
+    ("select u.k as k, sum(t.i) as s, count(t.f) as c, min(t.d) as mn from t join u "
+     "on t.g = u.k group by u.k order by k",),
+    ("select t.g as g, count(u.w) as c, sum(u.w) as s from t left join u "
+     "on t.g is not distinct from u.k group by t.g order by g",),
+    ("select t.g as g, count(e.w) as c, sum(e.w) as s from t left join e on t.g = e.k "
+     "group by t.g order by g",),
+    ("select t.g + 1 as g1, t.g as g, count(u.s) as c from t left join u on t.g = u.k "
+     "group by t.g + 1, t.g order by g",),
+    ("select c_count, count(*) as custdist from (select c_custkey, count(o_orderkey) as c_count "
+     "from customer left join orders on c_custkey = o_custkey and o_comment not like "
+     "'%special%requests%' group by c_custkey) as c_orders group by c_count "
+     "order by custdist desc, c_count desc",),
+    ("select t.b as b, count(u.w) as c from t left join u on t.g = u.k group by t.b "
+     "order by b",),
+    ("select t.g as g, count(distinct u.w) as c, count(u.w) as n from t left join u "
+     "on t.g = u.k group by t.g order by g",),
+    ("select o_orderkey, o_orderpriority, count(l_orderkey) as n, sum(l_quantity) as q "
+     "from orders join lineitem on l_orderkey = o_orderkey group by o_orderkey, "
+     "o_orderpriority order by o_orderkey limit 20",),
 )
 
 EXPRESSIONS = _feature(
     "expressions",
+    # an integer against a DECIMAL constant, also one beyond 64 bits (NULLs stay NULL)
+    ("select t.id as id, t.i > 100000000000000000000.5 as a, "
+     "t.i >= -100000000000000000000.5 as b, t.i = 2.5 as c, t.i <> 2.5 as d, "
+     "t.i <= 9000000000000000000.0 as e from t order by id",),
+    ("select count(*) as n from t where t.i between -10.5 and 10.5 "
+     "or t.i > 8999999999999999999.9", "wrong",
+     "the fast path compares with the constant as float64: 9e18 is not above it"),
+    ("select count(*) as n from t where t.i < -9223372036854775808.5 or t.i = 0.0",),
     ("select t.id as id, case when t.i > 0 then 'pos' when t.i < 0 then 'neg' else 'zero' end "
      "as sign from t order by id",),
     ("select t.id as id, case when t.g > 2 then t.d else date '2000-01-01' end as dd from t "

@@ -2,11 +2,15 @@
 this process (one test per query) and on 2 ranks (broadcast joins) and 3 ranks (shuffle
 joins everywhere), one ``mpirun`` job each for all the ``"ok"`` queries.
 
+Each query runs on the ``"fast"`` path (the fast engine where it takes the query, else the
+layered one) with the statuses below, and on the layered engine (the default on the CPU),
+which must answer every query but the pending ones like DuckDB.
+
 - ``"ok"``: equals DuckDB (numbers to a relative 1e-9; DECIMAL results exactly);
 - ``"pending"``: raises ``UnsupportedSQL`` naming the construct (``Query.note``); once it
   answers like DuckDB the test fails, asking for ``"ok"``;
-- ``"wrong"``: a known bug, a strict xfail: when it answers like DuckDB (or refuses with
-  ``UnsupportedSQL``) the test fails, asking for the new status.
+- ``"wrong"``: a known bug of the fast path, a strict xfail: when it answers like DuckDB
+  (or refuses with ``UnsupportedSQL``) the test fails, asking for the new status.
 """
 
 from __future__ import annotations
@@ -48,9 +52,10 @@ def _param(q: Query):
 def test_query_against_duckdb(tables, q):
     _, catalog, con = tables
     ref = harness.duckdb_frame(con, q.sql)
+    fast = QueryOptions(path="fast")
     if q.status == "pending":
         try:
-            result = query(q.sql, catalog)
+            result = query(q.sql, catalog, options=fast)
         except UnsupportedSQL as exc:
             assert q.note.lower() in str(exc).lower(), (
                 f"{q.id}: UnsupportedSQL should name {q.note!r}: {exc}")
@@ -60,7 +65,7 @@ def test_query_against_duckdb(tables, q):
         pytest.fail(f"{q.id} no longer raises UnsupportedSQL but differs from DuckDB "
                     f"(mark it 'wrong'):\n{q.sql}\n{problem}")
     try:
-        result = query(q.sql, catalog)
+        result = query(q.sql, catalog, options=fast)
     except UnsupportedSQL:
         if q.status == "wrong":
             return  # refused now, not wrong: the strict xfail reports it
@@ -72,9 +77,9 @@ def test_query_against_duckdb(tables, q):
 @pytest.mark.parametrize("q", [pytest.param(q, id=q.id) for q in QUERIES
                                if q.status != "pending"])
 def test_layered_path_answers_every_query_like_duckdb(tables, q):
-    """The layered engine (``path="layered"``) answers every query but the pending ones,
-    the default path's wrong ones included, exactly as DuckDB (DECIMAL results to the last
-    digit)."""
+    """The layered engine (``path="layered"``, the default on the CPU) answers every query
+    but the pending ones, the fast path's wrong ones included, exactly as DuckDB (DECIMAL
+    results to the last digit)."""
     _, catalog, con = tables
     result = query(q.sql, catalog, options=QueryOptions(path="layered"))
     problem = harness.difference(result, harness.duckdb_frame(con, q.sql), q.sql, q.feature)
@@ -84,7 +89,7 @@ def test_layered_path_answers_every_query_like_duckdb(tables, q):
 @pytest.mark.mpi
 @pytest.mark.timeout(200)
 @pytest.mark.parametrize("nranks,broadcast_rows,path", [
-    (2, 1_000_000, "auto"), (3, 0, "auto"), (2, 1_000_000, "layered"), (3, 0, "layered")])
+    (2, 1_000_000, "fast"), (3, 0, "fast"), (2, 1_000_000, "layered"), (3, 0, "layered")])
 def test_queries_on_ranks_against_duckdb(tables, nranks, broadcast_rows, path):
     """Every "ok" query (every query on the layered path) in one job: broadcast joins on 2
     ranks, shuffle joins on 3."""
