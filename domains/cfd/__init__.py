@@ -19,6 +19,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "Lattice": ".lattice",
         "D2Q9": ".lattice",
         "D3Q19": ".lattice",
+        "D3Q27": ".lattice",
         "LatticeUnits": ".units",
         "LidDrivenCavity": ".cases",
         "TaylorGreen": ".cases",

@@ -18,11 +18,39 @@ from hpc.collectives import allreduce
 from hpc.decomposition import CartDecomposition
 
 from .codegen import MOVING_WALL
-from .lattice import D2Q9, D3Q19, lattice_named
+from .lattice import D2Q9, D3Q19, Lattice, lattice_named
 from .solver import LBMSolver, OpenBoundary
 from .units import LatticeUnits
 
-__all__ = ["Case", "LidDrivenCavity", "TaylorGreen", "Channel"]
+__all__ = ["Case", "LidDrivenCavity", "TaylorGreen", "Channel", "lattice_for", "outlet_boundary"]
+
+OUTLETS = ("pressure", "convective")
+
+
+def outlet_boundary(
+    outlet: str, scheme: str = "equilibrium", speed: float | None = None
+) -> OpenBoundary:
+    """The outflow face at the high end of x: ``"pressure"`` (density 1, ``scheme``) or
+    ``"convective"`` (speed ``speed``, default the mean outflow velocity; see
+    :class:`OpenBoundary`)."""
+    if outlet == "pressure":
+        if speed is not None:
+            raise ValueError("outlet_speed applies to outlet='convective'")
+        return OpenBoundary(0, 1, "pressure", density=1.0, scheme=scheme)
+    if outlet == "convective":
+        return OpenBoundary(0, 1, "convective", speed=speed)
+    raise ValueError(f"outlet={outlet!r}: expected one of {', '.join(OUTLETS)}")
+
+
+def lattice_for(dim: int, lattice: str | Lattice | None = None) -> Lattice:
+    """The velocity set of a ``dim``-D case: ``lattice`` (a name or a :class:`Lattice`),
+    checked against ``dim``, or by default D2Q9 (2-D) and D3Q19 (3-D)."""
+    if lattice is None:
+        return D2Q9 if dim == 2 else D3Q19
+    lat = lattice_named(lattice) if isinstance(lattice, str) else lattice
+    if lat.d != dim:
+        raise ValueError(f"lattice {lat.name} is {lat.d}-D but the case is {dim}-D")
+    return lat
 
 
 class Case:
@@ -30,7 +58,8 @@ class Case:
 
     Every case takes ``streaming`` ("auto", "aa" or "pull"), passed to :class:`LBMSolver`; the
     cavity, Taylor-Green and channel cases also ``smagorinsky`` (the LES constant ``C_s``, 0:
-    none) and ``mrt_rates`` (with ``collision="mrt"``).
+    none) and ``mrt_rates`` (with ``collision="mrt"``). The 3-D cases take ``lattice``
+    ("D3Q19", the default, or "D3Q27"; :func:`lattice_for`).
     A case that records a time series sets ``sample_every`` and overrides :meth:`_sample`
     (called after every multiple of it, in absolute steps) and :meth:`_progress_text`.
     """
@@ -203,8 +232,10 @@ class LidDrivenCavity(Case):
         streaming: str = "auto",
         smagorinsky: float = 0.0,
         mrt_rates: dict[str, float] | None = None,
+        lattice: str | Lattice | None = None,
     ) -> None:
         self.n, self.re, self.dim = int(n), float(re), int(dim)
+        lat = lattice_for(self.dim, lattice)
         units = LatticeUnits.from_reynolds(re, n, u_lid)
 
         def flags(decomp: CartDecomposition) -> np.ndarray:
@@ -219,7 +250,7 @@ class LidDrivenCavity(Case):
         self._make(
             (n,) * dim,
             False,
-            D2Q9 if dim == 2 else D3Q19,
+            lat,
             units,
             collision,
             dtype,
@@ -283,8 +314,10 @@ class TaylorGreen(Case):
         streaming: str = "auto",
         smagorinsky: float = 0.0,
         mrt_rates: dict[str, float] | None = None,
+        lattice: str | Lattice | None = None,
     ) -> None:
         self.n, self.dim = int(n), int(dim)
+        lat = lattice_for(self.dim, lattice)
         units = (
             LatticeUnits.from_viscosity(nu, n, u0)
             if nu is not None
@@ -293,7 +326,7 @@ class TaylorGreen(Case):
         self._make(
             (n,) * dim,
             True,
-            D2Q9 if dim == 2 else D3Q19,
+            lat,
             units,
             collision,
             dtype,
@@ -334,8 +367,13 @@ class TaylorGreen(Case):
         return allreduce(local, "sum", self.comm) / math.prod(self.decomp.global_shape)
 
     def analytic_energy(self, steps: int) -> float:
-        """2-D: ``E0 exp(-4 nu k^2 t)`` with ``E0 = U^2 / 4``."""
-        return self.units.u**2 / 4 * math.exp(-4 * self.units.nu * self.k**2 * steps)
+        """2-D: ``E0 exp(-4 nu k^2 t)`` with ``E0 = U^2 / 4`` (exact). 3-D: the viscous
+        (Stokes) decay ``E0 exp(-6 nu k^2 t)`` with ``E0 = U^2 / 8``, exact as Re -> 0 (the
+        nonlinear term then transfers a fraction O(Re^2) of the energy to other modes)."""
+        nu, k2 = self.units.nu, self.k**2
+        if self.dim == 2:
+            return self.units.u**2 / 4 * math.exp(-4 * nu * k2 * steps)
+        return self.units.u**2 / 8 * math.exp(-6 * nu * k2 * steps)
 
     def analytic_velocity(self, steps: int) -> list[np.ndarray]:
         """2-D: the exact velocity field of the owned cells after ``steps`` steps."""
@@ -350,7 +388,8 @@ class Channel(Case):
 
     Default: periodic along x, driven by the body force that gives peak speed ``u_max``,
     ``F = 8 nu u_max / ny^2``. ``inflow=True``: a velocity inlet at x = 0 with the parabolic
-    profile of peak ``u_max`` and a pressure outlet (density 1) at x = nx, no body force.
+    profile of peak ``u_max`` and an outlet at x = nx, no body force: ``outlet="pressure"``
+    (density 1) or ``"convective"`` (:func:`outlet_boundary`, ``outlet_speed`` its ``U_c``).
     """
 
     def __init__(
@@ -368,8 +407,13 @@ class Channel(Case):
         streaming: str = "auto",
         smagorinsky: float = 0.0,
         mrt_rates: dict[str, float] | None = None,
+        outlet: str = "pressure",
+        outlet_speed: float | None = None,
     ) -> None:
         self.nx, self.ny, self.inflow = int(nx), int(ny), bool(inflow)
+        out = outlet_boundary(outlet, speed=outlet_speed)
+        if not inflow and (outlet != "pressure" or outlet_speed is not None):
+            raise ValueError("outlet and outlet_speed apply with inflow=True")
         units = LatticeUnits.from_reynolds(re, ny, u_max)
         common = (D2Q9, units, collision, dtype, comm, backend, dims)
         les = {"smagorinsky": smagorinsky, "mrt_rates": mrt_rates}
@@ -389,10 +433,7 @@ class Channel(Case):
         def profile(y: np.ndarray) -> list[np.ndarray]:
             return [4 * u_max * (y + 0.5) * (ny - y - 0.5) / ny**2, 0.0 * y]
 
-        bounds = [
-            OpenBoundary(0, -1, "velocity", velocity=profile),
-            OpenBoundary(0, 1, "pressure", density=1.0),
-        ]
+        bounds = [OpenBoundary(0, -1, "velocity", velocity=profile), out]
         self._make(
             (nx, ny), False, *common, open_boundaries=bounds, streaming=streaming, **les
         )

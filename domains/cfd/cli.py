@@ -47,7 +47,16 @@ def _common(p: argparse.ArgumentParser, steps: int) -> None:
         "D3Q19 also pi, m; shear is set by the viscosity)",
     )
     p.add_argument("--dtype", choices=["float32", "float64"], default="float64")
-    p.add_argument("--dim", type=int, choices=[2, 3], default=2, help="2 (D2Q9) or 3 (D3Q19)")
+    p.add_argument(
+        "--dim", type=int, choices=[2, 3], default=None, help="2 (D2Q9, default) or 3 (D3Q19)"
+    )
+    p.add_argument(
+        "--lattice",
+        choices=["D2Q9", "D3Q19", "D3Q27"],
+        default=None,
+        help="velocity set (default: D2Q9 in 2-D, D3Q19 in 3-D); D3Q27 implies --dim 3 "
+        "(BGK or TRT, with or without --smagorinsky; no MRT)",
+    )
     p.add_argument("--steps", type=int, default=steps, help=f"total steps (default {steps})")
     p.add_argument(
         "--check-every",
@@ -85,6 +94,24 @@ def _bodies(p: argparse.ArgumentParser) -> None:
         "--half-way",
         action="store_true",
         help="half-way bounce-back on the body (default: Bouzidi's interpolated, 2nd order)",
+    )
+    _outlet(p)
+
+
+def _outlet(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--outlet",
+        choices=["pressure", "convective"],
+        default="pressure",
+        help="outflow face: pressure (density 1, default) or convective (Orlanski: "
+        "du/dt + U_c du/dx = 0, lets a wake's vortices leave without reflection)",
+    )
+    p.add_argument(
+        "--outlet-speed",
+        type=float,
+        default=None,
+        metavar="U_C",
+        help="the convective outlet's speed, lattice units (default: the mean outflow velocity)",
     )
 
 
@@ -126,6 +153,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="velocity inlet (parabolic) and pressure outlet instead of a body force",
     )
+    _outlet(ch)
     _common(ch, 100_000)
     ch.set_defaults(func=_run_case, case="channel")
     cyl = cmds.add_parser(
@@ -180,6 +208,13 @@ def _make_case(args: argparse.Namespace) -> Any:
     kw: dict[str, Any] = {"dtype": dtype, "backend": args.backend}
     if args.collision:
         kw["collision"] = args.collision
+    if args.lattice:
+        kw["lattice"] = args.lattice
+        if args.lattice == "D3Q27" and args.collision == "mrt":
+            raise on_all_ranks(
+                UsageError("--collision mrt is not available on D3Q27 (no moment basis): "
+                           "use bgk or trt, or --lattice D3Q19")
+            )
     kw.update(_closure_options(args))
     if args.case in ("cylinder", "stl"):
         return _make_body_case(args, kw)
@@ -189,7 +224,22 @@ def _make_case(args: argparse.Namespace) -> Any:
         return TaylorGreen(args.n, re=args.re, u0=args.u0, dim=args.dim, **kw)
     if args.dim != 2:
         raise on_all_ranks(UsageError("the channel is 2-D (--dim 2)"))
-    return Channel(args.nx, args.ny, re=args.re, u_max=args.u_max, inflow=args.inflow, **kw)
+    kw.pop("lattice", None)  # D2Q9
+    return Channel(
+        args.nx, args.ny, re=args.re, u_max=args.u_max, inflow=args.inflow, **kw, **_outlet_kw(args)
+    )
+
+
+def _outlet_kw(args: argparse.Namespace) -> dict[str, Any]:
+    """``outlet`` and ``outlet_speed`` keywords from the options."""
+    if args.outlet_speed is not None:
+        if args.outlet != "convective":
+            raise on_all_ranks(UsageError("--outlet-speed needs --outlet convective"))
+        if not args.outlet_speed >= 0:
+            raise on_all_ranks(UsageError(f"--outlet-speed {args.outlet_speed}: must be >= 0"))
+    if args.case == "channel" and not args.inflow and args.outlet != "pressure":
+        raise on_all_ranks(UsageError("--outlet needs --inflow (the channel is periodic)"))
+    return {"outlet": args.outlet, "outlet_speed": args.outlet_speed}
 
 
 def _closure_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -220,7 +270,7 @@ def _make_body_case(args: argparse.Namespace, kw: dict[str, Any]) -> Any:
     from .obstacles import BodyInChannel, SchaeferTurek
     from .units import LatticeUnits
 
-    kw.update(curved=not args.half_way, sample_every=args.sample_every)
+    kw.update(curved=not args.half_way, sample_every=args.sample_every, **_outlet_kw(args))
     if args.case == "cylinder":
         return SchaeferTurek(args.diameter, re=args.re, u_max=args.u_max, dim=args.dim, **kw)
     error = None
@@ -257,6 +307,12 @@ def _check_options(args: argparse.Namespace) -> None:
         args.dim = 3  # a surface is 3-D
         if not args.file.is_file():
             raise UsageError(f"{args.file}: no such file")
+    if args.lattice is not None:  # the lattice fixes the dimension
+        d = 2 if args.lattice == "D2Q9" else 3
+        if args.dim not in (None, d):
+            raise UsageError(f"--lattice {args.lattice} is {d}-D, not --dim {args.dim}")
+        args.dim = d
+    args.dim = args.dim or 2
     if args.checkpoint_dir is not None and args.checkpoint_dir.is_file():
         raise UsageError(f"--checkpoint-dir {args.checkpoint_dir}: is a file, expected a folder")
     if args.journal is not None:

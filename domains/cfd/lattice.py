@@ -1,4 +1,4 @@
-"""Lattice Boltzmann velocity sets: D2Q9 and D3Q19 (rest population first)."""
+"""Lattice Boltzmann velocity sets: D2Q9, D3Q19 and D3Q27 (rest population first)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Lattice", "D2Q9", "D3Q19", "lattice_named", "CS2", "MomentBasis", "moment_basis"]
+__all__ = [
+    "Lattice",
+    "D2Q9",
+    "D3Q19",
+    "D3Q27",
+    "LATTICES",
+    "lattice_named",
+    "CS2",
+    "MomentBasis",
+    "moment_basis",
+]
 
 CS2 = 1.0 / 3.0  # squared lattice speed of sound
 
@@ -65,13 +75,23 @@ def _d3q19() -> Lattice:
     return Lattice("D3Q19", np.array(c, dtype=np.int64), np.array(w))
 
 
+def _d3q27() -> Lattice:
+    # D3Q19's velocities (same order) plus the eight corners: D3Q19 is D3Q27 less its corners
+    c = [tuple(int(v) for v in ci) for ci in _d3q19().c.tolist()]
+    c += [(x, y, z) for x in (1, -1) for y in (1, -1) for z in (1, -1)]
+    w = [8 / 27] + [2 / 27] * 6 + [1 / 54] * 12 + [1 / 216] * 8
+    return Lattice("D3Q27", np.array(c, dtype=np.int64), np.array(w))
+
+
 D2Q9 = _d2q9()
 D3Q19 = _d3q19()
+D3Q27 = _d3q27()
+LATTICES = {"D2Q9": D2Q9, "D3Q19": D3Q19, "D3Q27": D3Q27}
 
 
 def lattice_named(name: str) -> Lattice:
-    """``"D2Q9"`` or ``"D3Q19"`` (case-insensitive)."""
-    table = {"D2Q9": D2Q9, "D3Q19": D3Q19}
+    """``"D2Q9"``, ``"D3Q19"`` or ``"D3Q27"`` (case-insensitive)."""
+    table = LATTICES
     try:
         return table[name.upper()]
     except KeyError:
@@ -153,11 +173,23 @@ class MomentBasis:
 
 
 def moment_basis(lattice: Lattice) -> MomentBasis:
-    """Gram-Schmidt orthogonal moment basis of ``lattice`` (D2Q9 or D3Q19), exact in rationals."""
+    """Gram-Schmidt orthogonal moment basis of ``lattice`` (D2Q9 or D3Q19), exact in rationals.
+
+    Raises
+    ------
+    ValueError
+        For a lattice without a basis here (D3Q27: its 27 moments and their default rates
+        are not tabulated, so MRT is refused there; BGK and TRT run on it).
+    """
     from fractions import Fraction
     from math import lcm
 
-    polys = {"D2Q9": _poly_d2q9, "D3Q19": _poly_d3q19}[lattice.name]
+    polys = {"D2Q9": _poly_d2q9, "D3Q19": _poly_d3q19}.get(lattice.name)
+    if polys is None:
+        raise ValueError(
+            f"MRT is not available on {lattice.name}: no moment basis is defined for it "
+            "(use collision='bgk' or 'trt', or MRT on D2Q9/D3Q19)"
+        )
     table = [polys(tuple(int(v) for v in ci)) for ci in lattice.c.tolist()]
     labels = tuple(t[0] for t in table[0])
     groups = tuple(t[1] for t in table[0])

@@ -22,9 +22,9 @@ import numpy as np
 
 from hpc.collectives import bcast_object
 
-from .cases import Case
+from .cases import Case, lattice_for, outlet_boundary
 from .geometry import Body, Cylinder
-from .lattice import D2Q9, D3Q19
+from .lattice import Lattice
 from .solver import OpenBoundary
 from .units import LatticeUnits
 
@@ -44,7 +44,7 @@ class BodyInChannel(Case):
     Parameters
     ----------
     shape : sequence of int
-        Cells per axis (2-D: D2Q9, 3-D: D3Q19).
+        Cells per axis (2-D: D2Q9, 3-D: D3Q19 or ``lattice``).
     bodies : sequence of Body
         Solids (lattice units; cell ``i`` has its centre at ``i + 1/2``).
     units : LatticeUnits
@@ -63,6 +63,13 @@ class BodyInChannel(Case):
     smagorinsky, mrt_rates
         The Smagorinsky constant ``C_s`` (0: no closure) and MRT's rates, as for the other
         cases.
+    lattice : str or Lattice, optional
+        The velocity set (3-D: "D3Q19", the default, or "D3Q27").
+    outlet : {"pressure", "convective"}
+        The outflow face: density 1 (``scheme``), or convective (Orlanski), which lets
+        vortices of a wake leave without reflection (:class:`OpenBoundary`).
+    outlet_speed : float, optional
+        The convective outlet's speed ``U_c`` (default: the mean outflow velocity).
     """
 
     def __init__(
@@ -82,11 +89,15 @@ class BodyInChannel(Case):
         scheme: str = "nee",
         smagorinsky: float = 0.0,
         mrt_rates: dict[str, float] | None = None,
+        lattice: str | Lattice | None = None,
+        outlet: str = "pressure",
+        outlet_speed: float | None = None,
     ) -> None:
         self.global_shape = tuple(int(n) for n in shape)
         dim = len(self.global_shape)
         if dim not in (2, 3):
             raise ValueError(f"shape {shape}: 2-D or 3-D")
+        lat = lattice_for(dim, lattice)
         self.bodies = list(bodies)
         self.sample_every = int(sample_every)
         if self.sample_every < 0:
@@ -96,12 +107,12 @@ class BodyInChannel(Case):
             self.history["fz"] = []
         bounds = [
             OpenBoundary(0, -1, "velocity", velocity=inflow, scheme=scheme),
-            OpenBoundary(0, 1, "pressure", density=1.0, scheme=scheme),
+            outlet_boundary(outlet, scheme, outlet_speed),
         ]
         self._make(
             self.global_shape,
             False,
-            D2Q9 if dim == 2 else D3Q19,
+            lat,
             units,
             collision,
             dtype,
@@ -190,7 +201,7 @@ class SchaeferTurek(BodyInChannel):
     **options
         :class:`BodyInChannel`'s other keywords (``collision``, ``dtype``, ``comm``,
         ``backend``, ``dims``, ``streaming``, ``curved``, ``sample_every``, ``scheme``,
-        ``smagorinsky``, ``mrt_rates``).
+        ``smagorinsky``, ``mrt_rates``, ``lattice``, ``outlet``, ``outlet_speed``).
     """
 
     def __init__(

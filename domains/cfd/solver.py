@@ -8,6 +8,7 @@ messages travel, completes the exchange, then updates the two boundary faces of 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,21 @@ class OpenBoundary:
     of the adjacent cells; ``kind="pressure"``: the given ``density`` and the velocity of the
     adjacent cells (zero gradient). The cells pulling from the face then stream them in.
 
+    ``kind="convective"`` is an outflow face for unsteady wakes (Orlanski 1976; Yang 2013 for
+    lattice Boltzmann): the ghost populations obey ``df/dt + U_c df/dn = 0``, discretised
+    implicitly upwind, ``f_g(t+1) = (f_g(t) + U_c f_near(t+1)) / (1 + U_c)`` (stable for any
+    ``U_c >= 0``), so vortices leave with the flow instead of being pinned to a fixed pressure.
+    ``speed`` is ``U_c`` (lattice units); None takes the mean outward normal velocity over the
+    face at every step (summed in fixed point, so any decomposition gives bitwise the same
+    value; a negative mean is clamped to 0). Nothing in that equation holds the pressure level,
+    and any mass imbalance of the inlet would accumulate, so the ghosts are then scaled by
+    ``1 + relax (density - rho_mean) / rho_mean``, ``rho_mean`` the mean density of the face's
+    adjacent cells (summed exactly too): a uniform factor, which keeps the shape of a passing
+    vortex's pressure field and relaxes only the face's mean density towards ``density``
+    (``relax=0``: none). It needs pull streaming (the ghost's previous value is the other
+    buffer's) and ignores ``scheme``. The first step, and the first after a restart, start from
+    zero gradient (``f_g = f_near``), so a restarted run is not bitwise the uninterrupted one.
+
     ``scheme="equilibrium"`` sets the ghosts to that equilibrium alone (first order);
     ``scheme="nee"`` adds the non-equilibrium part of the adjacent cells (Guo, Zheng & Shi
     2002, second order): ``f_ghost = f_eq(rho_b, u_b) + (f_near - f_eq(rho_near, u_near))``.
@@ -91,10 +107,15 @@ class OpenBoundary:
     axis : int
     side : {-1, +1}
         The low or the high end of ``axis``.
-    kind : {"velocity", "pressure"}
+    kind : {"velocity", "pressure", "convective"}
     velocity : tuple or callable, optional
     density : float
     scheme : {"equilibrium", "nee"}
+    speed : float, optional
+        The convective speed ``U_c`` (convective faces; None: the mean outflow velocity).
+    relax : float
+        Convective faces: the rate in [0, 1] at which the face's mean density is relaxed
+        towards ``density`` per step.
     """
 
     axis: int
@@ -103,6 +124,14 @@ class OpenBoundary:
     velocity: Any = None
     density: float = 1.0
     scheme: str = "equilibrium"
+    speed: float | None = None
+    relax: float = 0.1
+
+
+# Fixed-point scale of the convective outlet's face sums (velocity, density deviation): integer
+# sums are exact, hence the same on every decomposition (2^32: 2e-10 resolution; values below 1
+# on up to 2^31 face cells fit int64).
+_FIXED = 2.0**32
 
 
 def moments(lattice: Lattice, f: Any) -> tuple[Any, list[Any]]:
@@ -145,7 +174,7 @@ class LBMSolver:
     decomp : CartDecomposition
         Grid and process layout; periodic axes wrap through the halo exchange.
     lattice : Lattice
-        D2Q9 for 2-D grids, D3Q19 for 3-D.
+        D2Q9 for 2-D grids, D3Q19 or D3Q27 for 3-D (MRT: D2Q9 and D3Q19 only).
     tau : float
         Relaxation time (TRT: of the symmetric moments).
     collision : {"bgk", "trt", "mrt"}
@@ -279,9 +308,17 @@ class LBMSolver:
         self.g = xp.zeros(shape, dtype=self.dtype) if streaming == "pull" else None
         self.open_boundaries = [b for b in open_boundaries if self._owns_face(decomp, b)]
         self._has_open_faces = bool(open_boundaries)  # the same on every rank
+        self._convective = [b for b in open_boundaries if b.kind == "convective"]  # all ranks
+        self._history = False  # whether the other buffer holds the open faces' last ghosts
         for b in open_boundaries:
-            if b.kind not in ("velocity", "pressure") or b.side not in (-1, 1):
-                raise ValueError(f"open boundary {b}: kind velocity|pressure, side -1|+1")
+            if b.kind not in ("velocity", "pressure", "convective") or b.side not in (-1, 1):
+                raise ValueError(
+                    f"open boundary {b}: kind velocity|pressure|convective, side -1|+1"
+                )
+            if b.kind == "convective" and b.speed is not None and not float(b.speed) >= 0:
+                raise ValueError(f"open boundary {b}: the convective speed must be >= 0")
+            if b.kind == "convective" and not 0.0 <= float(b.relax) <= 1.0:
+                raise ValueError(f"open boundary {b}: relax must lie in [0, 1]")
             if b.scheme not in ("equilibrium", "nee"):
                 raise ValueError(f"open boundary {b}: scheme equilibrium|nee")
             if any(decomp.periodic):
@@ -301,7 +338,8 @@ class LBMSolver:
         self.flags = xp.asarray(base, np.uint8)
         if tuple(self.flags.shape) != decomp.ghost_shape:
             raise ValueError(f"flags {tuple(self.flags.shape)} != {decomp.ghost_shape}")
-        # Only the populations streaming across a face travel: 3 of 9 (D2Q9), 5 of 19 (D3Q19).
+        # Only the populations streaming across a face travel: 3 of 9 (D2Q9), 5 of 19 (D3Q19),
+        # 9 of 27 (D3Q27).
         # Open faces need all of them: their edge cells are rebuilt from the moments of the
         # neighbouring rank's exchanged cells.
         c = lattice.c.tolist()
@@ -433,7 +471,11 @@ class LBMSolver:
         on the decomposition.
         """
         xp, lat = self.xp, self.lattice
+        speeds = self._convective_speeds() if self._convective else {}
         for b in self.open_boundaries:
+            if b.kind == "convective":
+                self._apply_convective(b, speeds[id(b)])
+                continue
             if b.scheme == "nee":
                 self._apply_nee(b)
                 continue
@@ -449,6 +491,44 @@ class LBMSolver:
                 rho = xp.full(rho.shape, float(b.density))
             feq = equilibrium(lat, rho, u, xp)
             self.f[(slice(None), *self._face(b, ghost=True, wide=True))] = feq.astype(self.dtype)
+        self._history = True
+
+    def _convective_speeds(self) -> dict[int, tuple[float, float]]:
+        """Collective. ``(U_c, scale)`` of every convective face (keyed by ``id``): its given
+        speed, or the mean outward normal velocity of the face's adjacent cells, and the factor
+        relaxing their mean density, from sums in fixed point (exact: any decomposition gives
+        bitwise the same)."""
+        sums = np.zeros((len(self._convective), 2), dtype=np.int64)
+        xp = self.xp
+        for k, b in enumerate(self._convective):
+            if self._owns_face(self.decomp, b):
+                near = self.f[(slice(None), *self._face(b, ghost=False))].astype(np.float64)
+                rho, mom = moments(self.lattice, near)
+                un = b.side * (mom[b.axis] - 0.5 * self.force[b.axis]) / rho
+                sums[k, 0] = int(xp.rint(un * _FIXED).astype(np.int64).sum())
+                sums[k, 1] = int(xp.rint((rho - b.density) * _FIXED).astype(np.int64).sum())
+        from hpc.collectives import allreduce
+
+        sums = allreduce(sums, "sum", self.decomp.comm)
+        out = {}
+        for k, b in enumerate(self._convective):
+            cells = math.prod(n for a, n in enumerate(self.decomp.global_shape) if a != b.axis)
+            u_mean = max(0.0, float(sums[k, 0]) / (_FIXED * cells))
+            rho_mean = b.density + float(sums[k, 1]) / (_FIXED * cells)
+            speed = u_mean if b.speed is None else float(b.speed)
+            out[id(b)] = (speed, 1.0 + b.relax * (b.density - rho_mean) / rho_mean)
+        return out
+
+    def _apply_convective(self, b: OpenBoundary, coefficients: tuple[float, float]) -> None:
+        """Local. ``f_g <- scale (f_g(previous step) + U_c f_near) / (1 + U_c)`` on face
+        ``b``, ``coefficients = (U_c, scale)``."""
+        u_c, scale = coefficients
+        ghost = (slice(None), *self._face(b, ghost=True, wide=True))
+        near = self.f[(slice(None), *self._face(b, ghost=False, wide=True))].astype(np.float64)
+        # the other buffer's ghosts are this face's values of the previous step (pull
+        # streaming writes owned cells only); the first step starts from zero gradient
+        prev = self.g[ghost].astype(np.float64) if self._history else near
+        self.f[ghost] = (scale * ((prev + u_c * near) / (1.0 + u_c))).astype(self.dtype)
 
     def _inflow(self, b: OpenBoundary) -> list[Any]:
         """The callable inlet velocity of face ``b`` over its cells (wide span)."""
@@ -506,6 +586,7 @@ class LBMSolver:
         self.f[(slice(None), *self.decomp.interior_slices)] = feq.astype(self.dtype)
         if self.g is not None:
             self.g[...] = self.f
+        self._history = False
 
     def _boxes(self) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
         """The inner box, updated while the halo messages are in flight, and the boundary
@@ -628,6 +709,7 @@ class LBMSolver:
             self.f[i][...] = arrays[f"f{i:02d}"]
         if self.g is not None:
             self.g[...] = self.f
+        self._history = False  # convective faces restart from zero gradient
         self.steps_done = int(steps_done)
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run under the CUDA simulator"
 
 from hpc.domains.cfd.codegen import MOVING_WALL, WALL, load_kernel, mrt_rate_names  # noqa: E402
-from hpc.domains.cfd.lattice import D2Q9, D3Q19  # noqa: E402
+from hpc.domains.cfd.lattice import D2Q9, D3Q19, D3Q27  # noqa: E402
 
 
 def main() -> int:
@@ -22,6 +22,7 @@ def main() -> int:
         (D2Q9, (6, 5), "bgk", True),
         (D2Q9, (6, 5), "trt", True),
         (D3Q19, (4, 4, 4), "mrt", True),
+        (D3Q27, (4, 4, 4), "trt", True),
     ]
     for lat, shape, collision, les in combos:
         f = 0.05 + 0.01 * rng.random((lat.q, *shape))
@@ -32,8 +33,9 @@ def main() -> int:
         gpu_out = np.zeros_like(f)
         box = [v for n in shape for v in (1, n - 1)]
         d = lat.d
-        rates = [1.1 + 0.05 * k for k in range(len(mrt_rate_names(lat)))]
-        extra = (rates if collision == "mrt" else []) + ([0.8, 0.5] if les else [])
+        n_rates = len(mrt_rate_names(lat)) if collision == "mrt" else 0
+        rates = [1.1 + 0.05 * k for k in range(n_rates)]
+        extra = rates + ([0.8, 0.5] if les else [])
         args = (1 / 0.8, 1.1, *([1e-4] * d), *([0.05] + [0.0] * (d - 1)), *extra)
         load_kernel(lat, collision, True, np.float64, "cpu", True, shape, "pull", les)(
             f, cpu_out, flags, *box, *args
