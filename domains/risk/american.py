@@ -8,12 +8,31 @@ discounted cash flow, or the immediate payoff where that is larger (exercise tod
 use ``RandomStreams(seed, stream)`` by path index, as the other engines. Known biases: with
 ``n`` dates the contract is Bermudan (below the American price by O(1/n)); the fitted rule is
 suboptimal (low); the in-sample regression adds a small upward bias.
+
+Two generated CPU kernels (:func:`hpc.jit.specialise`) do the work. The first draws the
+paths, a block's paths in one vector loop per pair of dates (Philox, Box-Muller and exp
+inline), straight into a date-major layout: blocks of :func:`block_size` paths, each block
+``(dates, block)``, so a date's spots are contiguous and nothing is transposed; with one
+process and nothing to journal they are drawn in place, not copied through
+:func:`hpc.run.map_blocks`. The second runs the whole
+backward induction with no Python work per date: one pass over the paths per date applies the
+previous date's exercise rule, discounts and accumulates the regression's normal equations
+(the power sums of the basis and its products with the cash flow) in per-block partial sums,
+added in block order (so the result does not depend on the thread count); the small system
+is then solved in the kernel. The basis is the polynomial in ``u = (S/K - c) / s``, ``c`` and
+``s`` the mean and deviation of the in-the-money ``S/K`` (from a fixed subsample of blocks):
+the same column space as the powers of ``S/K``, so the same fitted continuation values, with
+a well-conditioned Gram matrix; it is solved by a symmetric eigendecomposition that drops
+eigenvalues below ``1e-14`` of the largest (the least-squares solution of least norm when the
+basis is rank-deficient, as ``lstsq``). The cash flows match a NumPy Longstaff-Schwartz on
+the same normals (``lstsq`` on the powers of ``S/K``) to rounding.
 """
 
 from __future__ import annotations
 
 import math
 import time
+import types
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -26,7 +45,17 @@ from hpc.run import map_blocks
 from .engine import PriceResult
 from .instruments import GBM, _Option, _whole
 
-__all__ = ["American", "american_lsm"]
+__all__ = ["American", "american_lsm", "block_size", "BLOCK"]
+
+BLOCK = 1024  # paths per block (at most): the unit of the partial sums and of map_blocks
+LANES = 64  # block sizes are multiples of this (whole vectors in both kernels)
+_SAMPLED_BLOCKS = 32  # blocks the basis's centre and scale are taken from (about)
+_EIG_TOL = 1e-14  # eigenvalues of the Gram matrix below this share of the largest: dropped
+# paths below which the backward induction runs on one thread: it opens a parallel region per
+# date, which costs tens of microseconds on an idle machine and up to a scheduler time slice
+# (milliseconds) on a busy one; below 2^20 paths (about 10 ms of scan a date) one thread
+# measured faster in wall and CPU time on a loaded 2-core machine
+_PARALLEL_PATHS = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -45,6 +74,13 @@ class American(_Option):
         return self.exercises
 
 
+def block_size(paths: int) -> int:
+    """Paths per block for ``paths`` paths: ``BLOCK``, or fewer (a multiple of ``LANES``)
+    when there are too few paths to fill it. A function of ``paths`` alone, so the partial
+    sums, hence the price, are the same for any executor, rank count and ``batch``."""
+    return int(min(BLOCK, LANES * math.ceil(int(paths) / LANES)))
+
+
 def american_lsm(
     model: GBM,
     option: American,
@@ -56,82 +92,338 @@ def american_lsm(
     batch: int | None = None,
     comm: Any = None,
     scheduler: Any = None,
+    antithetic: bool = False,
 ) -> PriceResult:
-    """Longstaff-Schwartz price of ``option`` (also ``price(model, option, ...)``).
+    """Longstaff-Schwartz price of ``option`` (also ``price(model, option, ...)``, which
+    takes the default ``antithetic=False``).
 
-    The paths are simulated in blocks by :func:`hpc.run.map_blocks` on ``executor``
-    (``"local"``, ``"mpi"``: collective, ``"dask"``), path ``i`` from the normals of global
-    index ``i``, and gathered on every rank; the backward regression then runs on the whole
-    set of paths (vectorised per date). So the price is bitwise the same for any executor,
+    The paths are simulated in blocks of :func:`block_size` paths by
+    :func:`hpc.run.map_blocks` on ``executor`` (``"local"``, ``"mpi"``: collective,
+    ``"dask"``; ``batch``: blocks per task), path ``i`` from the normals of global index
+    ``i``, and gathered on every rank; the backward regression then runs on the whole set of
+    paths (one compiled pass per date). So the price is bitwise the same for any executor,
     rank count and ``batch``.
+
+    ``antithetic=True``: ``ceil(paths / 2)`` samples, sample ``i`` from the normals of
+    global index ``i`` and its partner from their negatives (half the random numbers a
+    path); both paths enter the regression, and the standard error is that of the pair
+    means.
     """
     if not isinstance(option, American):
         raise TypeError(f"option: expected American, got {type(option).__name__}")
     paths, degree = int(paths), int(degree)
     if paths < 10 or degree < 1:
         raise ValueError(f"paths={paths}, degree={degree}: need paths >= 10, degree >= 1")
+    from hpc.jit import serial_below
+
     t0 = time.perf_counter()
     n, dt = option.exercises, option.maturity / option.exercises
-    fn = partial(_spots, n=n, dt=dt, model=model, seed=int(seed), stream=int(stream))
-    spots = map_blocks(fn, paths, n, executor, batch, comm, scheduler)  # (paths, dates)
-    k = option.strike
-
-    def payoff(s: np.ndarray) -> np.ndarray:
-        return np.maximum(s - k, 0.0) if option.kind == "call" else np.maximum(k - s, 0.0)
-
-    step_discount = math.exp(-model.rate * dt)
-    by_date = np.ascontiguousarray(spots.T)  # (dates, paths): each date's spots contiguous
-    del spots
-    cash = payoff(by_date[-1])
-    for j in range(n - 2, -1, -1):
-        cash *= step_discount
-        exercise_now = payoff(by_date[j])
-        itm = np.flatnonzero(exercise_now > 0)
-        if len(itm) > degree + 1:
-            basis = _basis(by_date[j, itm] / k, degree)
-            coef = _least_squares(basis, cash[itm])
-            idx = itm[exercise_now[itm] > basis @ coef]
-            cash[idx] = exercise_now[idx]
-    cash *= step_discount
+    block = block_size(paths)
+    half = block // 2 if antithetic else block  # samples a block: lanes i and i + half paired
+    samples = math.ceil(paths / 2) if antithetic else paths
+    nblocks = math.ceil(samples / half)
+    fn = partial(_spots, n=n, block=block, half=half, dt=dt, model=model, seed=int(seed),
+                 stream=int(stream))  # fmt: skip
+    if _one_process(executor, comm):  # nothing to gather: the rows where they are made
+        rows = fn(0, nblocks)
+    else:
+        rows = map_blocks(fn, nblocks, n * block, executor, batch, comm, scheduler)
+    spots = rows.reshape(nblocks, n, block)  # each date's spots of a block contiguous
+    cash = np.empty((nblocks, block))
+    part = np.empty((nblocks, 3 * degree + 3))
+    call = option.kind == "call"
+    k = float(option.strike)
+    with serial_below(paths, _PARALLEL_PATHS):
+        discount = math.exp(-model.rate * dt)
+        _kernels(degree)._lsm_backward(spots, cash, part, samples, half, k, call, discount)
+    if antithetic:
+        cash = 0.5 * (cash[:, :half] + cash[:, half:])  # the pair means
+    cash = cash.reshape(-1)[:samples]
     estimate = float(cash.mean())
-    stderr = float(cash.std(ddof=1) / math.sqrt(paths))
-    immediate = float(payoff(np.array([model.spot]))[0])
+    stderr = float(cash.std(ddof=1) / math.sqrt(samples))
+    immediate = max(model.spot - k, 0.0) if call else max(k - model.spot, 0.0)
     estimate = max(estimate, immediate)
     return PriceResult(
         price=estimate,
         stderr=stderr,
         ci95=(estimate - 1.96 * stderr, estimate + 1.96 * stderr),
-        paths=paths,
+        paths=samples * (2 if antithetic else 1),
         seconds=time.perf_counter() - t0,
     )
 
 
-def _basis(x: np.ndarray, degree: int) -> np.ndarray:
-    """The polynomial basis ``1, x, .., x^degree`` (columns), as ``np.vander(increasing=True)``
-    without its general-purpose overhead."""
-    basis = np.empty((len(x), degree + 1))
-    basis[:, 0] = 1.0
-    for d in range(1, degree + 1):
-        np.multiply(basis[:, d - 1], x, out=basis[:, d])
-    return basis
+def _one_process(executor: str, comm: Any) -> bool:
+    """Whether :func:`hpc.run.map_blocks` would run every block in this process with no
+    journal or progress to keep: then it would only copy the rows (twice under ``"mpi"``),
+    which for this engine are every path's spots, as large as the rest of the work."""
+    from hpc.journal import active_journal
+    from hpc.progress import active_phase
 
+    if active_journal() is not None or active_phase() is not None:
+        return False
+    if executor == "local":
+        return True
+    if executor == "mpi":
+        from hpc.comm import resolve_comm
 
-def _least_squares(basis: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Least-squares coefficients of ``y`` on ``basis``: by the normal equations (one pass
-    over the tall matrix) when their matrix is well conditioned, else by ``lstsq`` (SVD,
-    rank-deficient bases included)."""
-    gram = basis.T @ basis
-    if np.linalg.cond(gram) < 1e10:
-        return np.linalg.solve(gram, basis.T @ y)
-    return np.linalg.lstsq(basis, y, rcond=None)[0]
+        return bool(resolve_comm(comm).Get_size() == 1)
+    return False
 
 
 def _spots(
-    first: int, count: int, n: int, dt: float, model: GBM, seed: int, stream: int
-) -> np.ndarray:
-    """Spots of paths ``first .. first + count - 1`` at the ``n`` exercise dates (one block
-    per path: the rows of :func:`hpc.run.map_blocks`)."""
-    z = RandomStreams(seed, stream).normals(first, count, n)
-    increments = (model.rate - model.dividend - 0.5 * model.vol**2) * dt
-    log_s = math.log(model.spot) + np.cumsum(increments + model.vol * math.sqrt(dt) * z, axis=1)
-    return np.exp(log_s)
+    first: int, count: int, n: int, block: int, half: int, dt: float, model: GBM, seed: int,
+    stream: int,
+) -> np.ndarray:  # fmt: skip
+    """Rows of blocks ``first .. first + count - 1``: block ``b``'s spots at the ``n`` exercise
+    dates, ``(n, block)`` flattened (the rows of :func:`hpc.run.map_blocks`); ``half``: the
+    samples a block (``block``, or ``block // 2`` with antithetic partners in the second
+    half). Path ``p``'s log-spot is ``ln S0 + sum of (drift dt + vol sqrt(dt) z_j)``, summed
+    in date order."""
+    from hpc.jit import serial_below
+
+    rs = RandomStreams(seed, stream)
+    out = np.empty((count, n, block))
+    increment = (model.rate - model.dividend - 0.5 * model.vol**2) * dt
+    with serial_below(count * block * n):
+        _kernels()._lsm_paths(
+            out, np.uint64(first), *rs.key, np.uint64(rs.stream),
+            math.log(model.spot), increment, model.vol * math.sqrt(dt), half,
+        )  # fmt: skip
+    return out.reshape(count, n * block)
+
+
+# --- the kernel templates (compiled by hpc.jit; see the module docstring) --------------------
+def _lsm_paths(out, first_block, k0, k1, stream, log_s0, increment, vsd, half):  # type: ignore[no-untyped-def]  # noqa: E501
+    """Spots ``out[b, j, i]`` at date ``j + 1`` of sample ``(first_block + b) half + i`` (``i
+    < half``) and, when ``half < block``, of its antithetic partner at lane ``i + half``:
+    each pair of dates one loop over the block's samples with no calls, which LLVM
+    vectorises."""
+    count, n, block = out.shape
+    anti = half < block
+    for b in prange(count):
+        x = np.zeros(block)  # log-spot minus ln S0, summed in date order
+        rows = out[b]
+        base = np.uint64(first_block + b) * np.uint64(half)
+        for j in range(0, n - 1, 2):
+            pair = np.uint64(j // 2)
+            r1 = rows[j]
+            r2 = rows[j + 1]
+            for i in range(half):  # the vector loop
+                z1, z2 = _pair(base + np.uint64(i), pair, k0, k1, stream, True)
+                x1 = x[i] + (increment + vsd * z1)
+                r1[i] = _exp(log_s0 + x1)
+                x2 = x1 + (increment + vsd * z2)
+                r2[i] = _exp(log_s0 + x2)
+                x[i] = x2
+                if anti:
+                    a1 = x[i + half] + (increment - vsd * z1)
+                    r1[i + half] = _exp(log_s0 + a1)
+                    a2 = a1 + (increment - vsd * z2)
+                    r2[i + half] = _exp(log_s0 + a2)
+                    x[i + half] = a2
+        if n % 2 == 1:  # the last date: the first normal of its pair
+            pair = np.uint64((n - 1) // 2)
+            r1 = rows[n - 1]
+            for i in range(half):
+                z1, z2 = _pair(base + np.uint64(i), pair, k0, k1, stream, True)
+                r1[i] = _exp(log_s0 + (x[i] + (increment + vsd * z1)))
+                if anti:
+                    r1[i + half] = _exp(log_s0 + (x[i + half] + (increment - vsd * z1)))
+
+
+def _payoff(s: float, strike: float, call: bool) -> float:
+    return max(s - strike, 0.0) if call else max(strike - s, 0.0)
+
+
+def _scan_block(spots, cash, part, b, j, live, half, strike, call, discount, update, regress, coef, a0, a1, b0, b1):  # type: ignore[no-untyped-def]  # noqa: E501
+    """Block ``b``: the exercise rule of date ``j + 1`` (``update``), the discount, then the
+    regression's sums at date ``j`` (``regress``) into ``part[b]``: count, the power sums
+    ``u^0 .. u^2d`` and ``u^0 y .. u^d y`` (``u = S a1 - b1`` at date ``j``, ``S a0 - b0``
+    at ``j + 1``: the basis variable, no division in the loop). Branch-free over ``_VEC``
+    paths at a time, each lane with its own sums (added in lane order at the end), so LLVM
+    vectorises it."""
+    block = cash.shape[1]
+    acc = np.zeros((part.shape[1], _VEC))
+    for c0 in range(0, block, _VEC):
+        for v in range(_VEC):
+            i = c0 + v
+            y = cash[b, i]
+            s = spots[b, j + 1, i]
+            e = _payoff(s, strike, call)
+            u = s * a0 - b0
+            fit = coef[_DEGREE]
+            for d in range(_DEGREE - 1, -1, -1):
+                fit = fit * u + coef[d]
+            y = e if (e > 0.0) & (e > fit) & update else y
+            y = y * discount
+            cash[b, i] = y
+            s = spots[b, j, i]
+            sample = i if i < half else i - half
+            w = 1.0 if (_payoff(s, strike, call) > 0.0) & (sample < live) & regress else 0.0
+            u = s * a1 - b1
+            acc[0, v] += w
+            for d in range(2 * _DEGREE + 1):
+                acc[1 + d, v] += w
+                if d <= _DEGREE:
+                    acc[2 * _DEGREE + 2 + d, v] += w * y
+                w = w * u
+    for k in range(part.shape[1]):
+        t = 0.0
+        for v in range(_VEC):
+            t += acc[k, v]
+        part[b, k] = t
+
+
+def _centre_scale(spots, j, samples, half, strike, call):  # type: ignore[no-untyped-def]
+    """Mean and deviation of the in-the-money ``S/K`` at date ``j`` over every
+    ``nblocks // 32``-th block (all blocks when that sample has fewer than 2 such paths)."""
+    nblocks, _, block = spots.shape
+    for step in (max(1, nblocks // _SAMPLED_BLOCKS), 1):
+        c = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        for b in range(0, nblocks, step):
+            live = min(half, samples - b * half)
+            for i in range(block):
+                s = spots[b, j, i]
+                sample = i if i < half else i - half
+                if (_payoff(s, strike, call) > 0.0) & (sample < live):
+                    x = s / strike
+                    c += 1.0
+                    s1 += x
+                    s2 += x * x
+        if c >= 2.0:
+            break
+    if c < 1.0:
+        return 1.0, 1.0
+    mean = s1 / c
+    var = s2 / c - mean * mean
+    scale = math.sqrt(var) if var > 1e-24 * mean * mean else 1.0
+    return mean, scale
+
+
+def _solve(total, coef):  # type: ignore[no-untyped-def]
+    """The least-squares coefficients from the normal equations in ``total`` (as the rows
+    of ``part``) into ``coef``: eigenvalues of the Gram matrix by cyclic Jacobi rotations,
+    those below ``_EIG_TOL`` of the largest dropped (the minimum-norm solution)."""
+    n = _DEGREE + 1
+    a = np.empty((n, n))
+    v = np.zeros((n, n))
+    for r in range(n):
+        v[r, r] = 1.0
+        for c in range(n):
+            a[r, c] = total[1 + r + c]
+    for _sweep in range(60):
+        off = 0.0
+        diag = 0.0
+        for r in range(n):
+            diag += a[r, r] * a[r, r]
+            for c in range(r + 1, n):
+                off += a[r, c] * a[r, c]
+        if off <= 1e-32 * diag:
+            break
+        for p in range(n - 1):
+            for q in range(p + 1, n):
+                if a[p, q] == 0.0:
+                    continue
+                theta = (a[q, q] - a[p, p]) / (2.0 * a[p, q])
+                t = (1.0 if theta >= 0.0 else -1.0) / (abs(theta) + math.sqrt(theta * theta + 1.0))
+                cs = 1.0 / math.sqrt(t * t + 1.0)
+                sn = t * cs
+                for k in range(n):  # columns p, q
+                    akp = a[k, p]
+                    akq = a[k, q]
+                    a[k, p] = cs * akp - sn * akq
+                    a[k, q] = sn * akp + cs * akq
+                for k in range(n):  # rows p, q
+                    apk = a[p, k]
+                    aqk = a[q, k]
+                    a[p, k] = cs * apk - sn * aqk
+                    a[q, k] = sn * apk + cs * aqk
+                for k in range(n):
+                    vkp = v[k, p]
+                    vkq = v[k, q]
+                    v[k, p] = cs * vkp - sn * vkq
+                    v[k, q] = sn * vkp + cs * vkq
+    top = 0.0
+    for r in range(n):
+        top = max(top, abs(a[r, r]))
+    for r in range(n):
+        coef[r] = 0.0
+    for e in range(n):
+        lam = a[e, e]
+        if lam > _EIG_TOL * top:
+            proj = 0.0
+            for r in range(n):
+                proj += v[r, e] * total[2 * _DEGREE + 2 + r]
+            proj /= lam
+            for r in range(n):
+                coef[r] += proj * v[r, e]
+
+
+def _lsm_backward(spots, cash, part, samples, half, strike, call, discount):  # type: ignore[no-untyped-def]  # noqa: E501
+    """The backward induction over ``spots`` (``(blocks, dates, block)``, ``samples`` in all,
+    ``half`` a block): ``cash`` (``(blocks, block)``) ends as each path's cash flow
+    discounted to today (``part``: scratch, one row of sums per block)."""
+    nblocks, n, block = spots.shape
+    width = part.shape[1]
+    coef = np.zeros(_DEGREE + 1)
+    total = np.zeros(width)
+    for b in prange(nblocks):
+        for i in range(block):
+            cash[b, i] = _payoff(spots[b, n - 1, i], strike, call)
+    update = False
+    a0, b0 = 1.0, 0.0
+    for j in range(n - 2, -2, -1):  # j = -1: the last exercise rule and discount only
+        regress = j >= 0
+        a1, b1 = 1.0, 0.0
+        if regress:
+            centre, scale = _centre_scale(spots, j, samples, half, strike, call)
+            a1, b1 = 1.0 / (strike * scale), centre / scale
+        for b in prange(nblocks):
+            live = min(half, samples - b * half)
+            _scan_block(spots, cash, part, b, j, live, half, strike, call, discount, update,
+                        regress, coef, a0, a1, b0, b1)  # fmt: skip
+        if not regress:
+            break
+        for k in range(width):
+            total[k] = 0.0
+        for b in range(nblocks):  # in block order: independent of the threads
+            for k in range(width):
+                total[k] += part[b, k]
+        update = total[0] > _DEGREE + 1
+        if update:
+            _solve(total, coef)
+            a0, b0 = a1, b1
+
+
+prange = range  # placeholders: the generated kernel module imports numba's prange
+_pair: Any = None
+_exp = math.exp
+_DEGREE = 3  # bound per generated module
+_VEC = 8  # paths of one vector of the backward scan
+_kernel_modules: dict[int, types.ModuleType] = {}
+
+
+def _kernels(degree: int = 3) -> types.ModuleType:
+    """The generated module of the kernels above for polynomials of ``degree`` (a constant
+    of the compiled code: its loops unroll), compiled once per machine (disk cache)."""
+    if degree not in _kernel_modules:
+        from hpc import vmath
+        from hpc.jit import specialise
+        from hpc.rng import device_functions
+
+        bind = {
+            "_exp": vmath.exp,
+            "_pair": device_functions("cpu")["pair"],
+            "_DEGREE": int(degree),
+            "_VEC": _VEC,
+            "_SAMPLED_BLOCKS": _SAMPLED_BLOCKS,
+            "_EIG_TOL": _EIG_TOL,
+        }
+        helpers = [_payoff, _scan_block, _centre_scale, _solve]
+        _kernel_modules[degree] = specialise(
+                "risk_lsm", [_lsm_paths, _lsm_backward], helpers, bind, "cpu",
+            {"error_model": "numpy"},
+        )  # fmt: skip
+    return _kernel_modules[degree]
