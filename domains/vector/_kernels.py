@@ -14,6 +14,7 @@ The heap helpers are written once as plain Python and compiled for both targets 
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numba
@@ -25,9 +26,12 @@ __all__ = [
     "GPU_KMAX",
     "init_heaps",
     "flat_select",
+    "flat_collect",
+    "collect_merge",
     "merge_parts",
     "blas_single_threaded",
     "serial_when_small",
+    "dynamic_schedule",
     "finish_heaps",
     "exact_scores",
     "scan_lists",
@@ -222,6 +226,145 @@ def flat_select(
                         _c_replace_top(drow, prow, k, sc, p, ids)
                         top = drow[0]
                         top_id = _c_id_of(ids, prow[0])
+
+
+@njit(cache=True)
+def _compact(
+    cd: np.ndarray, cp: np.ndarray, c: int, k: int, slack: float, th: float
+) -> tuple[int, float]:  # pragma: no cover - compiled
+    """Keep the entries of ``cd[:c]``/``cp[:c]`` scoring at most (the k-th smallest score
+    plus ``slack``), packed in order; returns their count and that threshold (float64: no
+    rounding of the threshold can drop a row)."""
+    if c >= k:
+        kth = np.partition(cd[:c].copy(), k - 1)[k - 1]
+        th = min(th, np.float64(kth) + slack)
+    kept = 0
+    for t in range(c):
+        if cd[t] <= th:
+            cd[kept] = cd[t]
+            cp[kept] = cp[t]
+            kept += 1
+    return kept, th
+
+
+@njit(parallel=True, cache=True)
+def flat_collect(
+    qs: np.ndarray,
+    x: np.ndarray,
+    norms: np.ndarray,
+    mask: np.ndarray,
+    use_mask: bool,
+    l2: bool,
+    tile: int,
+    block: int,
+    k: int,
+    slack: np.ndarray,
+    cd: np.ndarray,
+    cp: np.ndarray,
+    count: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """Exact search, selection by threshold: per task (query tile, database part) a GEMM
+    ``qs_t @ x_b.T`` per database block; every row scoring at most the threshold is
+    appended to the query's buffer ``(cd, cp)[part, query]`` (``(nparts, nq, cap)``).
+
+    When a buffer is full it is cut to the rows within ``slack[query]`` of its k-th best
+    score (:func:`_compact`), which sets the threshold. The GEMM score ``g`` of a row is
+    within ``eps`` of its exact score, and ``slack >= 2 eps`` plus the rounding of the exact
+    distances: every row of the exact top k has ``g <= (k-th smallest g) + slack``, and the
+    k-th smallest ``g`` seen so far only falls, so no such row is ever dropped. No heap is
+    kept: a candidate costs one store, a cut ``O(cap)`` per ``cap - k`` candidates.
+    ``count[part, query]`` is the buffer's fill, or ``-1`` when it overflowed (more than
+    ``cap`` rows within the slack: many near-equal scores; the caller repeats with more).
+    ``qs`` is ``-2 q`` for L2 (the score is then ``||x||^2 + s``) and ``-q`` otherwise.
+    """
+    nq = qs.shape[0]
+    n = x.shape[0]
+    nparts = cd.shape[0]
+    cap = cd.shape[2]
+    ntiles = (nq + tile - 1) // tile
+    for task in prange(ntiles * nparts):
+        t = task // nparts
+        r = task % nparts
+        q0 = t * tile
+        q1 = min(nq, q0 + tile)
+        base, extra = divmod(n, nparts)
+        lo = r * base + min(r, extra)
+        hi = lo + base + (1 if r < extra else 0)
+        qt = qs[q0:q1]
+        buf = np.empty((q1 - q0, block), dtype=np.float32)
+        th = np.full(q1 - q0, np.inf)
+        for x0 in range(lo, hi, block):
+            x1 = min(hi, x0 + block)
+            nb = x1 - x0
+            if q1 - q0 == 1:  # one query: a GEMV streams the rows (no GEMM packing)
+                np.dot(x[x0:x1], qt[0], buf[0, :nb])
+                s = buf
+            elif nb == block:
+                np.dot(qt, x[x0:x1].T, buf)
+                s = buf
+            else:
+                s = np.dot(qt, x[x0:x1].T)
+            for row in range(q1 - q0):
+                qi = q0 + row
+                c = count[r, qi]
+                if c < 0:
+                    continue
+                srow = s[row]
+                if l2:
+                    for j in range(nb):
+                        srow[j] += norms[x0 + j]
+                lim = th[row]
+                drow = cd[r, qi]
+                prow = cp[r, qi]
+                for j in range(nb):
+                    sc = srow[j]
+                    if sc <= lim:
+                        p = x0 + j
+                        if use_mask and mask[p] == 0:
+                            continue
+                        if c == cap:
+                            c, lim = _compact(drow, prow, c, k, slack[qi], lim)
+                            if c == cap:
+                                c = -1
+                                break
+                        drow[c] = sc
+                        prow[c] = p
+                        c += 1
+                th[row] = lim
+                count[r, qi] = c
+
+
+@njit(parallel=True, cache=True)
+def collect_merge(
+    cd: np.ndarray, cp: np.ndarray, count: np.ndarray, k: int, slack: np.ndarray,
+    out_p: np.ndarray, out_n: np.ndarray,
+) -> None:  # pragma: no cover - compiled
+    """The candidates of every query from the buffers of :func:`flat_collect`: the parts'
+    rows within ``slack`` of their joint k-th best score, packed into ``out_p[query]``
+    (``-1`` after them), their number in ``out_n`` (``-1``: a buffer overflowed)."""
+    nparts, nq, cap = cd.shape
+    for q in prange(nq):
+        total = 0
+        over = False
+        for r in range(nparts):
+            if count[r, q] < 0:
+                over = True
+            else:
+                total += count[r, q]
+        if over:
+            out_n[q] = -1
+            out_p[q] = -1
+            continue
+        d = np.empty(total, dtype=np.float32)
+        at = 0
+        for r in range(nparts):
+            for t in range(count[r, q]):
+                d[at] = cd[r, q, t]
+                out_p[q, at] = cp[r, q, t]
+                at += 1
+        kept, _ = _compact(d, out_p[q], total, k, slack[q], np.inf)
+        out_n[q] = kept
+        out_p[q, kept:] = -1
 
 
 @njit(parallel=True, cache=True)
@@ -714,7 +857,9 @@ SERIAL_WORK = 1 << 22  # multiply-adds below which a search runs on the calling 
 
 class serial_when_small:  # noqa: N801 - used as a context manager
     """Within the block, numba kernels run on the calling thread alone when ``work`` (the
-    search's multiply-adds, roughly) is below :data:`SERIAL_WORK`.
+    search's multiply-adds, roughly) is below :data:`SERIAL_WORK`, or when the kernels'
+    parallel loops have fewer than two ``tasks`` (one query: its lists are scanned by one
+    thread anyway, so waking the others only costs their wake-up).
 
     Starting the thread pool costs a wake-up per parallel kernel: tens of microseconds on
     an idle machine, milliseconds where other processes share the cores (measured: 5.5
@@ -723,18 +868,46 @@ class serial_when_small:  # noqa: N801 - used as a context manager
     thread, so other threads are not affected; it is restored on exit.
     """
 
-    def __init__(self, work: float):
-        self.serial = work < SERIAL_WORK
+    def __init__(self, work: float, tasks: int = 2):
+        self.serial = work < SERIAL_WORK or tasks < 2  # one task: nothing to share out
+        self._set = False
 
     def __enter__(self) -> serial_when_small:
-        self._prev = numba.get_num_threads()
-        if self.serial:
-            numba.set_num_threads(1)
+        # inside a serial block of this thread already: nothing to switch (numba's thread
+        # calls take a lock each, tens of microseconds per search when nested)
+        if self.serial and not getattr(_serial_state, "on", False):
+            self._prev = numba.get_num_threads()
+            if self._prev > 1:
+                numba.set_num_threads(1)
+                _serial_state.on = self._set = True
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.serial:
+        if self._set:
             numba.set_num_threads(self._prev)
+            _serial_state.on = self._set = False
+
+
+_serial_state = threading.local()  # .on: a serial_when_small block runs on this thread
+
+
+class dynamic_schedule:  # noqa: N801 - used as a context manager
+    """Within the block, numba hands out the iterations of parallel loops one at a time
+    (``set_parallel_chunksize(1)``) instead of in equal shares per thread: the queries of an
+    IVF scan differ in cost by the sizes of the lists they probe (skewed data: by tens), and
+    equal shares leave a thread idle while another finishes the expensive ones. Nothing to
+    do inside a serial block."""
+
+    def __enter__(self) -> dynamic_schedule:
+        self._set = not getattr(_serial_state, "on", False)
+        if self._set:
+            self._prev = numba.get_parallel_chunksize()
+            numba.set_parallel_chunksize(1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._set:
+            numba.set_parallel_chunksize(self._prev)
 
 
 def set_threads(n: int | None) -> None:

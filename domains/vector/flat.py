@@ -2,10 +2,15 @@
 
 Queries are taken in blocks of ``query_block`` rows and the database in blocks of
 ``db_block`` rows; each pair of blocks is one matrix product ``Q_b @ X_b.T`` whose scores are
-folded at once into per-query heaps (a numba kernel on the CPU, a numba.cuda kernel on the
-GPU), so no ``nq x n`` distance matrix is ever held. The selected rows' distances are then
-recomputed exactly (float64 accumulation), which keeps them accurate to float32 rounding even
-where ``||q||^2 + ||x||^2 - 2 q.x`` cancels.
+folded at once into per-query selections (numba kernels on the CPU, numba.cuda kernels on
+the GPU), so no ``nq x n`` distance matrix is ever held. The selected rows' distances are
+then recomputed exactly (float64 accumulation), which keeps them accurate to float32
+rounding even where ``||q||^2 + ||x||^2 - 2 q.x`` cancels, and order the results.
+
+``FlatIndex.search`` on the CPU selects by threshold (:func:`_cpu_top_k`): it keeps every
+row whose GEMM score is within the rounding bound of the k-th best, so one pass settles the
+exact top k whatever the number of near-ties. On the GPU ``k + SPARE`` rows are kept by heap
+and the queries they do not settle take an exhaustive float64 pass.
 """
 
 from __future__ import annotations
@@ -34,6 +39,18 @@ GPU_DB_BLOCK = 32768
 OPS = DeviceTable("vector.flat")
 OPS.constants("cpu", query_block=QUERY_BLOCK, db_block=DB_BLOCK, half_storage=False)
 OPS.constants("gpu", query_block=GPU_QUERY_BLOCK, db_block=GPU_DB_BLOCK, half_storage=True)
+_TABLES: dict[tuple[int, str], Any] = {}
+
+
+def device_ops(table: DeviceTable, backend: Backend | str) -> Any:
+    """Local. ``table.on(backend)``, looked up once per (table, device): the tables are
+    filled at import, and a search of one query should not rebuild the namespace."""
+    kind = backend if isinstance(backend, str) else backend.name
+    key = (id(table), kind)
+    ops = _TABLES.get(key)
+    if ops is None:
+        ops = _TABLES[key] = table.on(backend)
+    return ops
 
 
 def _stable_argsort(xp: Any, a: Any) -> Any:
@@ -85,7 +102,7 @@ def flat_search(
     ids : (nq, k) int64
         ``-1`` where fewer than ``k`` rows are eligible.
     """
-    ops = OPS.on(backend if backend is not None else "cpu")
+    ops = device_ops(OPS, backend if backend is not None else "cpu")
     return ops.search(
         queries, vectors, norms, ids, k, l2, mask,
         query_block or ops.query_block, db_block or ops.db_block, exact,
@@ -122,14 +139,21 @@ def _cpu_flat_search(
             nparts = max(1, min(threads // ntiles, n // max(db_block, 1)))
             hd, hp = K.init_heaps(nparts, q1 - q0, k)
             qs = np.ascontiguousarray(qb * np.float32(-2.0 if l2 else -1.0))
-            K.flat_select(qs, vectors, norms, ids, m, use_mask, l2, tile, db_block, nparts, hd, hp)
-            if nparts > 1:
-                K.merge_parts(hd, hp, ids)
-            hd, hp = hd[0], hp[0]
-            K.finish_heaps(hd, hp, ids)
-            if exact:
-                K.exact_scores(qb, vectors, hp, ids, l2, out_d[q0:q1], out_i[q0:q1])
-            else:
+            # one task (a tile of queries, one part): the calling thread does it alone
+            with K.serial_when_small(np.inf, ntiles * nparts):
+                K.flat_select(
+                    qs, vectors, norms, ids, m, use_mask, l2, tile, db_block, nparts, hd, hp
+                )
+            # the heaps' work is O(queries k): each parallel region costs a wake-up of
+            # every thread, milliseconds where other processes share the cores
+            with K.serial_when_small(float(q1 - q0) * k * max(nparts, qb.shape[1])):
+                if nparts > 1:
+                    K.merge_parts(hd, hp, ids)
+                hd, hp = hd[0], hp[0]
+                K.finish_heaps(hd, hp, ids)
+                if exact:
+                    K.exact_scores(qb, vectors, hp, ids, l2, out_d[q0:q1], out_i[q0:q1])
+            if not exact:
                 if l2:
                     hd += np.einsum("ij,ij->i", qb, qb)[:, None]
                 out_d[q0:q1] = hd if l2 else -hd
@@ -225,16 +249,6 @@ def _gpu_flat_search(
     return out_d, out_i
 
 
-@OPS.cpu("exact_rows")
-def _cpu_exact_rows(index: FlatIndex, q: np.ndarray, qd: Any, pos: Any) -> tuple[Any, Any]:
-    """Exact distances and ids of the selected rows ``pos`` (a numba kernel)."""
-    d = np.empty(pos.shape, dtype=np.float32)
-    i = np.empty(pos.shape, dtype=np.int64)
-    K.exact_scores(q, index._vectors, pos, index._ids, index._l2, d, i)
-    return d, i
-
-
-@OPS.gpu("exact_rows")
 def _gpu_exact_rows(index: FlatIndex, q: np.ndarray, qd: Any, pos: Any) -> tuple[Any, Any]:
     """Exact distances and ids of the selected rows on the device, in query blocks."""
     xp = array_module(qd)
@@ -245,6 +259,104 @@ def _gpu_exact_rows(index: FlatIndex, q: np.ndarray, qd: Any, pos: Any) -> tuple
             xp, qd[q0:q1], index._vectors, pos[q0:q1], index._dev_ids, index._l2
         )
     return to_host(d), to_host(i)
+
+
+COLLECT_ENTRIES = 1 << 21  # candidate buffer entries of one pass of the CPU search
+COLLECT_CAP = 4096  # candidates a query's buffer holds when there is room (few queries)
+
+
+@OPS.cpu("top_k")
+def _cpu_top_k(
+    index: FlatIndex, q: np.ndarray, k: int, mask: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top ``k`` on the CPU in one pass over the database: every row whose GEMM
+    score may place it in the exact top k is collected (:func:`~._kernels.flat_collect`),
+    then ordered by exact distance (float64 sums, ties to the smaller id)."""
+    nq = q.shape[0]
+    qnorm, xmax = index._score_scale(q)
+    slack = index._slack(qnorm, xmax)
+    least = k + max(32, k // 2)  # a cut per at least least - k candidates
+    query_block = min(index.query_block or QUERY_BLOCK, max(1, COLLECT_ENTRIES // least))
+    out_d = np.empty((nq, k), dtype=np.float32)
+    out_i = np.empty((nq, k), dtype=np.int64)
+    for q0 in range(0, nq, query_block):
+        q1 = min(nq, q0 + query_block)
+        out_d[q0:q1], out_i[q0:q1] = _collect_top_k(index, q[q0:q1], k, slack[q0:q1], mask, 0)
+    return out_d, out_i
+
+
+def _collect_top_k(
+    index: FlatIndex, q: np.ndarray, k: int, slack: np.ndarray, mask: np.ndarray | None,
+    cap: int,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """One pass of :func:`_cpu_top_k` over a block of queries with buffers of ``cap``
+    candidates (0: as many as :data:`COLLECT_ENTRIES` allows, at least ``k + 32``, at most
+    :data:`COLLECT_CAP` unless ``k`` needs more); queries whose buffer overflowed are
+    repeated with four times the room (a buffer larger than the database cannot
+    overflow)."""
+    bq, n = q.shape[0], index.ntotal
+    vectors, ids, l2 = index._vectors, index._ids, index._l2
+    db_block = index.db_block or DB_BLOCK
+    tile = min(TILE, bq)
+    threads = numba.get_num_threads()
+    # few queries: split the database too, so every thread has work
+    nparts = max(1, min(threads // -(-bq // tile), n // max(db_block, 1)))
+    least = k + max(32, k // 2)
+    if not cap:
+        cap = max(least, min(COLLECT_ENTRIES // (bq * nparts), max(COLLECT_CAP, 2 * k)))
+    use_mask = mask is not None
+    m = mask if use_mask else np.zeros(1, dtype=np.uint8)
+    cd = np.empty((nparts, bq, cap), dtype=np.float32)
+    cp = np.empty((nparts, bq, cap), dtype=np.int64)
+    count = np.zeros((nparts, bq), dtype=np.int64)
+    qs = np.ascontiguousarray(q * np.float32(-2.0 if l2 else -1.0))
+    with K.blas_single_threaded():
+        K.flat_collect(
+            qs, vectors, index._norms, m, use_mask, l2, tile, db_block, k, slack, cd, cp, count
+        )
+    # O(candidates) work after the pass: on the calling thread unless there is much of it
+    # (a parallel region wakes every thread: milliseconds where other processes share the
+    # cores)
+    pos = np.empty((bq, nparts * cap), dtype=np.int64)
+    got = np.empty(bq, dtype=np.int64)
+    with K.serial_when_small(8.0 * np.maximum(count, 0).sum()):
+        K.collect_merge(cd, cp, count, k, slack, pos, got)
+    width = max(k, int(got.max()))
+    pos = np.ascontiguousarray(pos[:, :width])
+    d = np.empty((bq, width), dtype=np.float32)
+    i = np.empty((bq, width), dtype=np.int64)
+    with K.serial_when_small(float(np.maximum(got, 0).sum()) * index.dim):
+        K.exact_scores(q, vectors, pos, ids, l2, d, i)
+    d, i = d[:, :k], i[:, :k]
+    redo = np.flatnonzero(got < 0)
+    if redo.size:
+        d[redo], i[redo] = _collect_top_k(index, q[redo], k, slack[redo], mask, 4 * cap)
+    return d, i
+
+
+@OPS.gpu("top_k")
+def _gpu_top_k(
+    index: FlatIndex, q: np.ndarray, k: int, mask: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top ``k`` on the GPU: ``k + SPARE`` rows selected by GEMM score, their
+    exact distances, and an exhaustive pass for the queries the spare rows do not settle."""
+    xp = index.backend.xp
+    kk = k + SPARE  # 1. select k + SPARE rows by their GEMM scores
+    qd = xp.asarray(q)
+    approx, pos = flat_search(
+        qd, index._vectors, index._norms, index._dev_ids, kk, index._l2,
+        None if mask is None else xp.asarray(mask), index.backend, index.query_block,
+        index.db_block, exact=False,
+    )  # fmt: skip
+    # 2. exact distances of the selected rows, ordered by (distance, id)
+    d, i = _gpu_exact_rows(index, q, qd, pos)
+    # 3. where a row left out by step 1 could still tie or beat the k-th exact distance
+    #    (its GEMM score was within the rounding bound), decide exhaustively
+    approx, pos = to_host(approx), to_host(pos)
+    redo = index._uncertain(q, approx[:, -1], pos[:, -1], d[:, k - 1])
+    if redo.size:
+        d[redo, :k], i[redo, :k] = index._exhaustive(q[redo], k, d[redo, k - 1], mask)
+    return np.ascontiguousarray(d[:, :k]), np.ascontiguousarray(i[:, :k])
 
 
 class FlatIndex(VectorIndex):
@@ -376,34 +488,21 @@ class FlatIndex(VectorIndex):
             return self._search(q, k, filter)
 
     def _search(self, q: np.ndarray, k: int, filter: Any) -> tuple[np.ndarray, np.ndarray]:
-        xp = self.backend.xp
         mask = self._filter_mask(filter)
-        # 1. select k + SPARE rows by their GEMM scores (float32, rounding depends on a row's
-        #    place in its block, so even equal vectors can score differently)
-        kk = k + SPARE
-        qd = xp.asarray(q)
-        approx, pos = flat_search(
-            qd,
-            self._vectors,
-            self._norms,
-            self._dev_ids,
-            kk,
-            self._l2,
-            None if mask is None else xp.asarray(mask),
-            self.backend,
-            self.query_block,
-            self.db_block,
-            exact=False,
-        )
-        # 2. exact distances of the selected rows, ordered by (distance, id), on the host
-        d, i = OPS.on(self.backend).exact_rows(self, q, qd, pos)
-        # 3. where a row left out by step 1 could still tie or beat the k-th exact distance
-        #    (its GEMM score was within the rounding bound), decide exhaustively
-        approx, pos = to_host(approx), to_host(pos)
-        redo = self._uncertain(q, approx[:, -1], pos[:, -1], d[:, k - 1])
-        if redo.size:
-            d[redo, :k], i[redo, :k] = self._exhaustive(q[redo], k, d[redo, k - 1], mask)
-        return np.ascontiguousarray(d[:, :k]), np.ascontiguousarray(i[:, :k])
+        return device_ops(OPS, self.backend).top_k(self, q, k, mask)
+
+    def _slack(self, qnorm: np.ndarray, xmax: float) -> np.ndarray:
+        """Local. Per query, how far above the k-th best GEMM score a row of the exact top
+        k may score by GEMM: twice the GEMM rounding bound (see :meth:`_uncertain`) plus the
+        float32 rounding of the exact distances that order the results."""
+        u = 2.0**-24
+        if self._l2:
+            eps = 2 * (self.dim + 4) * u * (xmax + qnorm) ** 2
+            size = (xmax + qnorm) ** 2 + qnorm**2 + eps
+        else:
+            eps = 2 * (self.dim + 4) * u * xmax * qnorm
+            size = xmax * qnorm + eps
+        return np.ascontiguousarray(2 * eps + 8 * u * size, dtype=np.float64)
 
     def _score_scale(self, q: np.ndarray) -> tuple[np.ndarray, float]:
         """Local. ``(|q|, max |x|)`` in float64: the magnitudes the rounding bounds scale with."""

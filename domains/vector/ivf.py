@@ -24,7 +24,7 @@ from hpc.dispatch import DeviceTable
 
 from . import _kernels as K
 from ._base import VectorIndex, check_k
-from .flat import SPARE, flat_search
+from .flat import SPARE, device_ops, flat_search
 from .kmeans import kmeans
 
 __all__ = ["IVFFlatIndex", "IVFPQIndex"]
@@ -239,12 +239,15 @@ class _IVF(VectorIndex):
     ) -> tuple[np.ndarray, np.ndarray]:
         """Sorted results from the heaps: exact distances when ``vectors`` is given."""
         nq, k = hp.shape
+        # O(queries k) work: no parallel region (a wake-up of every thread) unless large
         if vectors is not None:
             out_d = np.empty((nq, k), dtype=np.float32)
             out_i = np.empty((nq, k), dtype=np.int64)
-            K.exact_scores(q, vectors, hp, self._ids, self._l2, out_d, out_i)
+            with K.serial_when_small(float(nq) * k * self.dim):
+                K.exact_scores(q, vectors, hp, self._ids, self._l2, out_d, out_i)
             return out_d, out_i
-        K.finish_heaps(hd, hp, self._ids)
+        with K.serial_when_small(float(nq) * k * self.dim):
+            K.finish_heaps(hd, hp, self._ids)
         ids = np.where(hp >= 0, self._ids[np.maximum(hp, 0)] if self.ntotal else -1, -1)
         d = hd if self._l2 else -hd
         return d.astype(np.float32), ids.astype(np.int64)
@@ -327,10 +330,10 @@ class IVFFlatIndex(_IVF):
         nprobe = self._check_nprobe(nprobe)
         q = self._check_vectors(queries, "queries")
         mask = self._filter_mask(filter)
-        with K.serial_when_small(self._search_work(q.shape[0], nprobe)):
+        with K.serial_when_small(self._search_work(q.shape[0], nprobe), q.shape[0]):
             _, probes = self._coarse(q, nprobe)
             k_out, k = k, k + SPARE  # spare candidates: the exact (distance, id) order cuts
-            return _cut(LIST_SCAN.on(self.backend).scan(self, q, k, probes, mask), k_out)
+            return _cut(device_ops(LIST_SCAN, self.backend).scan(self, q, k, probes, mask), k_out)
 
     def _scan_cpu(
         self, q: np.ndarray, k: int, probes: np.ndarray, mask: np.ndarray | None
@@ -341,19 +344,11 @@ class IVFFlatIndex(_IVF):
         if q.shape[0] * probes.shape[1] >= GEMM_MIN_PAIRS_PER_LIST * self.nlist:
             self._scan_grouped(q, k, probes, m, mask is not None, hd, hp)
             return self._finish(q, hd, hp, self.vectors)
-        K.scan_lists(
-            q,
-            probes,
-            self.list_offsets,
-            self.vectors,
-            self.norms,
-            self._ids,
-            m,
-            mask is not None,
-            self._l2,
-            hd,
-            hp,
-        )
+        with K.dynamic_schedule():
+            K.scan_lists(
+                q, probes, self.list_offsets, self.vectors, self.norms, self._ids, m,
+                mask is not None, self._l2, hd, hp,
+            )  # fmt: skip
         return self._finish(q, hd, hp, self.vectors)
 
     def _scan_grouped(
@@ -386,7 +381,8 @@ class IVFFlatIndex(_IVF):
                 )  # fmt: skip
         finally:
             numba.set_parallel_chunksize(previous)
-        K.merge_slots(cand_d, cand_p, self._ids, hd, hp)
+        with K.serial_when_small(float(nq) * threads * k * 8):
+            K.merge_slots(cand_d, cand_p, self._ids, hd, hp)
 
     def _gpu_search(
         self, q: np.ndarray, k: int, probes: np.ndarray, mask: np.ndarray | None
@@ -627,7 +623,7 @@ class IVFPQIndex(_IVF):
                 raise ValueError("rerank needs the raw vectors: build with keep_vectors=True")
         q = self._check_vectors(queries, "queries")
         mask = self._filter_mask(filter)
-        with K.serial_when_small(self._search_work(q.shape[0], nprobe, self.m)):
+        with K.serial_when_small(self._search_work(q.shape[0], nprobe, self.m), q.shape[0]):
             return self._search_pq(q, k, nprobe, rerank, mask)
 
     def _search_pq(
@@ -639,22 +635,12 @@ class IVFPQIndex(_IVF):
         m = mask if mask is not None else np.zeros(1, dtype=np.uint8)
         assert self.codebooks is not None and self.precomputed is not None
         assert self.centroids is not None
-        K.scan_pq(
-            q,
-            probes,
-            np.ascontiguousarray(coarse, dtype=np.float32),
-            self.list_offsets,
-            self.codes,
-            self.codebooks,
-            self.centroids,
-            self.precomputed,
-            self._ids,
-            m,
-            mask is not None,
-            self._l2,
-            hd,
-            hp,
-        )
+        with K.dynamic_schedule():
+            K.scan_pq(
+                q, probes, np.ascontiguousarray(coarse, dtype=np.float32), self.list_offsets,
+                self.codes, self.codebooks, self.centroids, self.precomputed, self._ids, m,
+                mask is not None, self._l2, hd, hp,
+            )  # fmt: skip
         if rerank:
             d, i = self._finish(q, hd, hp, self.vectors)
             return np.ascontiguousarray(d[:, :k]), np.ascontiguousarray(i[:, :k])
