@@ -174,6 +174,9 @@ class SumPrograms:
     programs: dict[E.Expr, int] = field(default_factory=dict)  # argument -> its program
     wanted: list[int] = field(default_factory=list)  # the program of each argument
     reused: list[int] = field(default_factory=list)  # programs a later one reads
+    # arithmetic inside a leaf (a CASE's branch): evaluated for the leaf anyway, so read as
+    # a leaf column where a program holds it too, not computed twice
+    evaluated: set[E.Expr] = field(default_factory=set)
 
     def sums(self, batch: Batch, ids: np.ndarray, ngroups: int
              ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
@@ -230,7 +233,7 @@ class SumPrograms:
             self.reused.append(self.programs[e])
             self._code(_EARLIER, self.programs[e], height + 1)
             return
-        if _is_arith(e):
+        if _is_arith(e) and e not in self.evaluated:
             a_e, b_e = e.args if e.name != "neg" else (E.Literal(0, t), e.args[0])
             op = "sub" if e.name == "neg" else e.name
             to = t.scale if t.kind == "decimal" and op != "mul" else None
@@ -271,10 +274,18 @@ def compile_sums(exprs: list[E.Expr]) -> SumPrograms | None:
     integer or DECIMAL ``+ - *`` (a column, a CAST, a CASE) is a leaf, evaluated as usual."""
     if len(exprs) < 2 and not any(_is_arith(e) for e in exprs):
         return None
-    programs = SumPrograms()
+    programs = SumPrograms(evaluated={n for e in exprs for leaf in _leaves(e)
+                                      for n in E.walk(leaf) if n is not leaf})
     for e in exprs:
         programs.add(e)
     return programs
+
+
+def _leaves(e: E.Expr) -> list[E.Expr]:
+    """The parts of ``e`` that a program reads as columns (see :func:`_is_arith`)."""
+    if _is_arith(e):
+        return [x for a in e.args for x in _leaves(a)]
+    return [] if isinstance(e, E.Literal) else [e]
 
 
 def _exact(t: SQLType) -> bool:
