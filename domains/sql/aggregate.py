@@ -143,6 +143,18 @@ def mark_present(keys, lo, seen):  # type: ignore[no-untyped-def]
         seen[keys[i] - lo] = True
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def mask_groups(ids, kept, ngroups, out, present):  # type: ignore[no-untyped-def]
+    # out: ids where kept, else ngroups; present[g]: some kept row is in group g (written
+    # True only: concurrent writes of the same value are benign)
+    for i in prange(ids.shape[0]):
+        if kept[i]:
+            out[i] = ids[i]
+            present[ids[i]] = True
+        else:
+            out[i] = ngroups
+
+
 @njit(nogil=True, cache=True)
 def first_rows(ids, n):  # type: ignore[no-untyped-def]
     first = np.empty(n, dtype=np.int64)

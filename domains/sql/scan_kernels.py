@@ -40,6 +40,30 @@ def gather_parallel(values, index, out):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, nogil=True, cache=True)
+def unscaled_into(out, starts, chunks, strides, factors):  # type: ignore[no-untyped-def]
+    """``out[starts[c] + i]`` = value ``i`` of chunk ``c`` (``chunks[c][strides[c] i]``, the
+    low word of a decimal128 where the stride is 2) times ``factors[c]``, the chunks spread
+    over the threads; returns how many values did not fit int64 (a decimal128 whose high
+    word is not the low word's sign, or a product past int64)."""
+    bad = 0
+    for c in prange(starts.shape[0]):
+        words = chunks[np.int64(c)]
+        stride, factor, start = strides[c], factors[c], starts[c]
+        limit = np.iinfo(np.int64).max // factor
+        wrong = 0
+        for i in range(words.shape[0] // stride):
+            low = words[stride * i]
+            if stride == 2:
+                wrong += np.int64(words[2 * i + 1] != (low >> 63))
+            if factor != 1:
+                wrong += np.int64((low > limit) | (low < -limit))
+                low = low * factor
+            out[start + i] = low
+        bad += wrong
+    return bad
+
+
+@njit(parallel=True, nogil=True, cache=True)
 def decimal_to_float(words, stride, divisor, out):  # type: ignore[no-untyped-def]
     """Unscaled decimals divided by ``divisor`` into ``out`` in one pass. Value ``i`` is
     ``words[stride * i]``: an integer column's values (``stride`` 1: Parquet's INT32/INT64

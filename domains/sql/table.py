@@ -123,6 +123,15 @@ class Decimals(Column):
         if len(pieces) == 1 and pieces[0][2] == 1 and pieces[0][3] == scale and \
                 pieces[0][1].dtype == np.int64 and len(pieces[0][1]) == self._n:
             return pieces[0][1]  # one chunk of int64 at this scale: the values as they are
+        if pieces and all(p[1].dtype == np.int64 and 0 <= scale - p[3] <= 18 for p in pieces):
+            from .scan_kernels import read_only_list, unscaled_into
+
+            out = np.empty(self._n, dtype=np.int64)
+            bad = unscaled_into(out, np.array([p[0] for p in pieces], np.int64),
+                                read_only_list([p[1] for p in pieces]),
+                                np.array([p[2] for p in pieces], np.int64),
+                                np.array([10 ** (scale - p[3]) for p in pieces], np.int64))
+            return None if bad else out
         out = np.empty(self._n, dtype=np.int64)
         bounds = [p[0] for p in pieces] + [self._n]
         for (start, words, stride, own), stop in zip(pieces, bounds[1:], strict=True):

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from hpc.domains.sql.aggregate import mask_groups
 from hpc.domains.sql.catalog import Catalog, ScanCache
 from hpc.domains.sql.errors import SQLError
 from hpc.domains.sql.logical import expr as E
@@ -137,6 +138,37 @@ def _kept(side: Side, rows: np.ndarray) -> Side:
                  else c.take(rows) for n, c in side.columns.items()}, len(rows))
 
 
+MASK_DENSE_FILTERS = True  # a dense filter below an aggregate passes a mask (see Masked)
+DENSE_NUM, DENSE_DEN = 7, 8  # ... when it keeps at least 7/8 of the rows
+
+
+@dataclass
+class Masked(Side):
+    """The rows of a filter that keeps most of them (``kept``, ``count`` of them), for the
+    aggregate above it: the columns as they were, unfiltered. Gathering nearly every row of
+    every column costs more than grouping the dropped rows into one extra group, which the
+    aggregate then leaves out."""
+
+    kept: np.ndarray = field(default_factory=lambda: np.zeros(0, np.bool_))
+    count: int = 0
+
+
+def _kept_groups(ids: np.ndarray, ngroups: int, first: np.ndarray, kept: np.ndarray,
+                 keep_empty: bool) -> tuple[np.ndarray, int, np.ndarray]:
+    """Group ids over every row restricted to the ``kept`` rows: the dropped rows in group
+    ``ngroups'`` (one past the groups), the groups that only dropped rows held removed
+    (unless ``keep_empty``: one group without keys is there even without rows)."""
+    out = np.empty(len(ids), np.int64)
+    present = np.zeros(ngroups, np.bool_)
+    mask_groups(np.ascontiguousarray(ids, dtype=np.int64), kept, ngroups, out, present)
+    if keep_empty or bool(present.all()):
+        return out, ngroups, first
+    remap = np.cumsum(present) - 1
+    n = int(present.sum())
+    remap = np.append(remap, n)  # the dropped rows' group: again one past the groups
+    return remap[out], n, first[present]
+
+
 def _take(side: Side, rows: np.ndarray) -> Side:
     return Side({n: c.take(rows) for n, c in side.columns.items()}, len(rows))
 
@@ -180,6 +212,9 @@ class Executor:
             raise TypeError("run: the plan must end in an Output node")
         seen = Counter(P.nodes(plan))
         self._shared = {node: None for node, count in seen.items() if count > 1}
+        self._grouped_filters = {id(n.input) for n in seen if isinstance(n, P.Aggregate)
+                                 and isinstance(n.input, P.Filter) and n.phase != "final"
+                                 and seen[n.input] == 1} if MASK_DENSE_FILTERS else set()
         try:
             side, failure = self.side(plan), None
         except SQLError as exc:
@@ -219,7 +254,8 @@ class Executor:
             if shared:
                 self._shared[node] = out
         if self.analyze:
-            self.profile[id(node)] = (out.nrows, time.perf_counter() - t0)
+            rows = out.count if isinstance(out, Masked) else out.nrows
+            self.profile[id(node)] = (rows, time.perf_counter() - t0)
         return out
 
     def global_profile(self) -> dict[int, tuple[int, float]]:
@@ -255,7 +291,13 @@ class Executor:
     # -- row-wise ---------------------------------------------------------------------------
     def _filter(self, node: P.Filter) -> Side:
         side = self.side(node.input)
-        kept = _kept(side, _rows_passing(node.condition, side))
+        rows = _rows_passing(node.condition, side)
+        if (id(node) in self._grouped_filters and not node.settle and len(rows) < side.nrows
+                and DENSE_NUM * side.nrows <= DENSE_DEN * len(rows)):
+            kept = np.zeros(side.nrows, np.bool_)
+            kept[rows] = True
+            return Masked(side.columns, side.nrows, kept, len(rows))
+        kept = _kept(side, rows)
         for name in node.settle:  # raw strings read above: sorted, on the rows kept
             kept.columns[name] = settle(kept.columns[name])
         return kept
@@ -305,23 +347,33 @@ class Executor:
         keys, grouped = carried_keys(keys)
         ids, ngroups, first = grouped or group_keys([k for k in keys if not k.raw],
                                                     side.nrows)
+        # the rows a dense filter dropped (see _filter) go to one extra group, dropped
+        base = ngroups
+        if isinstance(side, Masked):
+            ids, ngroups, first = _kept_groups(ids, ngroups, first, side.kept,
+                                               keep_empty=not node.keys)
+            base = ngroups + 1
         if not node.keys:
             first = np.zeros(0, np.int64)
         out = {name: k.take(first) for (name, _), k in zip(node.keys, keys, strict=True)}
-        fused = _fused_sums(node, batch, ids, ngroups)
+        fused = _fused_sums(node, batch, ids, base)
+        every = np.arange(ngroups)
         for name, agg in node.aggregates:
             if node.phase == "final":
                 parts = {s: side.columns[state_name(name, s)] for s, _ in states(agg)}
-                out[name] = merged(agg, ids, ngroups, parts)
+                out[name] = merged(agg, ids, base, parts)
+                if base != ngroups:
+                    out[name] = out[name].take(every)
                 continue
             if name in fused:
                 arg, sums = fused[name]
-                out[name] = aggregate_column(agg, ids, ngroups, [arg], [agg.args[0].type],
-                                             None, sums)
+                column = aggregate_column(agg, ids, base, [arg], [agg.args[0].type], None,
+                                          sums)
+                out[name] = column.take(every) if base != ngroups else column
                 continue
             args = [evaluate(a, batch) for a in agg.args]
             order = [evaluate(k.expr, batch) for k in agg.order]
-            own, groups = ids, ngroups
+            own, groups = ids, base
             if agg.filter is not None:  # the rows it drops go to one extra group, dropped
                 own = np.full(side.nrows, ngroups, np.int64)
                 kept = _rows_where(evaluate(agg.filter, batch))
@@ -330,11 +382,11 @@ class Executor:
             if node.phase == "partial":
                 for suffix, column in partial_states(agg, own, groups, args,
                                                      [a.type for a in agg.args]).items():
-                    out[state_name(name, suffix)] = column.take(np.arange(ngroups)) \
+                    out[state_name(name, suffix)] = column.take(every) \
                         if groups != ngroups else column
                 continue
             column = aggregate_column(agg, own, groups, args, [a.type for a in agg.args], order)
-            out[name] = column.take(np.arange(ngroups)) if groups != ngroups else column
+            out[name] = column.take(every) if groups != ngroups else column
         return Side(out, ngroups)
 
     def _distinct(self, node: P.Distinct) -> Side:
