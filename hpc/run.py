@@ -219,6 +219,8 @@ def _map_mpi(
     errors = [e for e in allgather_object(error, comm) if e]
     if errors:
         raise on_all_ranks(RuntimeError("map_blocks failed: " + "; ".join(errors)))
+    if size == 1 and stage is None:  # every batch, in block order: the rows as they are
+        return local
     gathered = allgather_rows(local, comm)  # rank 0's batches first, then rank 1's, ...
     # rank r's rows are its round-robin batches, in order: put them back in block order
     out = _start(stage, nblocks, width)
