@@ -20,6 +20,22 @@ def fields(case, steps):
     return out
 
 
+def compare_with_one_rank(comm, cases, run, label: str = "cases") -> int:
+    """Each ``(name, dims, make, steps)`` case on ``comm`` (process grid ``dims``) against
+    the same case on one rank (rank 0, COMM_SELF): ``run(case, steps)``'s arrays bitwise
+    equal; prints the count on rank 0."""
+    for name, dims, make, steps in cases:
+        mine = run(make(comm, dims), steps)
+        if comm.rank == 0:
+            ref = run(make(MPI.COMM_SELF, None), steps)
+            for i in ref:
+                assert mine[i].tobytes() == ref[i].tobytes(), f"{name} dims={dims} {i}"
+        comm.Barrier()
+    if comm.rank == 0:
+        print(f"{len(cases)} {label} on {comm.Get_size()} ranks bitwise identical to 1 rank")
+    return 0
+
+
 def main() -> int:
     comm = world()
     size = comm.Get_size()
@@ -41,16 +57,7 @@ def main() -> int:
                 60,
             )
         )
-    for name, dims, make, steps in cases:
-        mine = fields(make(comm, dims), steps)
-        if comm.rank == 0:
-            ref = fields(make(MPI.COMM_SELF, None), steps)
-            for i in ref:
-                assert mine[i].tobytes() == ref[i].tobytes(), f"{name} dims={dims} population {i}"
-        comm.Barrier()
-    if comm.rank == 0:
-        print(f"{len(cases)} cases on {size} ranks bitwise identical to 1 rank")
-    return 0
+    return compare_with_one_rank(comm, cases, fields)
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 
 from hpc.domains.cfd import Channel
-from mpi4py import MPI
 
 from hpc.comm import world
+from tests.domains.cfd.check_cfd_invariance import compare_with_one_rank
 from tests.domains.cfd.check_cfd_invariance import fields as gathered
 
 
@@ -33,16 +33,7 @@ def main() -> int:
             40,
         ),
     ]
-    for name, dims, make, steps in cases:
-        mine = fields(make(comm, dims), steps)
-        if comm.rank == 0:
-            ref = fields(make(MPI.COMM_SELF, None), steps)
-            for i in ref:
-                assert mine[i].tobytes() == ref[i].tobytes(), f"{name} dims={dims} population {i}"
-        comm.Barrier()
-    if comm.rank == 0:
-        print(f"{len(cases)} cases on {size} ranks bitwise identical to 1 rank")
-    return 0
+    return compare_with_one_rank(comm, cases, fields)
 
 
 if __name__ == "__main__":

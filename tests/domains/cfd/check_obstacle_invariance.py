@@ -9,9 +9,9 @@ import numpy as np
 from hpc.domains.cfd.geometry import Box, Sphere
 from hpc.domains.cfd.obstacles import BodyInChannel, SchaeferTurek
 from hpc.domains.cfd.units import LatticeUnits
-from mpi4py import MPI
 
 from hpc.comm import world
+from tests.domains.cfd.check_cfd_invariance import compare_with_one_rank
 
 
 def run(case, steps):
@@ -45,17 +45,12 @@ def main() -> int:
         ("bodies", (2, size // 2) if two else (size, 1), two_bodies, 40),
         ("3D-1Z", (1, 1, size), lambda c, d: SchaeferTurek(3, dim=3, comm=c, dims=d), 10),
     ]
-    for name, dims, make, steps in cases:
-        mine = run(make(comm, dims), steps)
-        if comm.rank == 0:
-            ref = run(make(MPI.COMM_SELF, None), steps)
-            assert ref["history"].size, name
-            for i in ref:
-                assert mine[i].tobytes() == ref[i].tobytes(), f"{name} dims={dims} {i}"
-        comm.Barrier()
-    if comm.rank == 0:
-        print(f"{len(cases)} body cases on {size} ranks bitwise identical to 1 rank")
-    return 0
+    def with_history(case, steps):
+        out = run(case, steps)
+        assert out["history"].size, "the force history is written"
+        return out
+
+    return compare_with_one_rank(comm, cases, with_history, "body cases")
 
 
 if __name__ == "__main__":
