@@ -164,6 +164,14 @@ def init_heaps(*shape: int) -> tuple[np.ndarray, np.ndarray]:
     return np.full(shape, np.inf, dtype=np.float32), np.full(shape, -1, dtype=np.int64)
 
 
+@njit(cache=True, inline="always")
+def _part(n: int, nparts: int, r: int) -> tuple[int, int]:  # pragma: no cover - compiled
+    """Rows ``[lo, hi)`` of part ``r`` of ``n`` rows in ``nparts`` (remainder to low parts)."""
+    base, extra = divmod(n, nparts)
+    lo = r * base + min(r, extra)
+    return lo, lo + base + (1 if r < extra else 0)
+
+
 @njit(parallel=True, cache=True)
 def flat_select(
     qs: np.ndarray,
@@ -195,9 +203,7 @@ def flat_select(
         r = task % nparts
         q0 = t * tile
         q1 = min(nq, q0 + tile)
-        base, extra = divmod(n, nparts)
-        lo = r * base + min(r, extra)
-        hi = lo + base + (1 if r < extra else 0)
+        lo, hi = _part(n, nparts, r)
         qt = qs[q0:q1]
         buf = np.empty((q1 - q0, block), dtype=np.float32)
         for x0 in range(lo, hi, block):
@@ -287,9 +293,7 @@ def flat_collect(
         r = task % nparts
         q0 = t * tile
         q1 = min(nq, q0 + tile)
-        base, extra = divmod(n, nparts)
-        lo = r * base + min(r, extra)
-        hi = lo + base + (1 if r < extra else 0)
+        lo, hi = _part(n, nparts, r)
         qt = qs[q0:q1]
         buf = np.empty((q1 - q0, block), dtype=np.float32)
         th = np.full(q1 - q0, np.inf)
