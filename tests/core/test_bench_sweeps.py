@@ -1,4 +1,4 @@
-"""``hpc bench halo|io|join --sweep`` on tiny grids under ``mpirun -n 2``: the JSON record's
+"""``hpc bench halo|io|join|lbm --sweep`` on tiny grids under ``mpirun -n 2``: the JSON record's
 structure (every point, ``worst``, ``affinity`` of both sides) and that every point's peer ran
 on the same data as ours. Timings are not asserted: performance is measured by benchmarks."""
 
@@ -102,3 +102,49 @@ def test_join_sweep_checks_every_answer_against_duckdb():
     worst = record["worst"]
     assert worst["ratio"]["duckdb"] == min(p["ratio"] for p in record["sweep"])
     assert {"keys", "build", "probe", "size"} <= worst.keys()
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(240)
+def test_lbm_sweep_rates_both_targets_and_picks_the_worst_point():
+    from math import prod
+
+    pytest.importorskip("lbmpy")
+    record = _record(
+        ["lbm", "--size2d", "75", "--size3d", "17", "--steps", "2", "--reps", "1", "--sweep",
+         "--sweep-bytes", "2e5", "--sweep-ranks", "1,2,3", "--sweep-point-seconds", "0.05",
+         "--sweep-reps", "2", "--sweep-memory-sized", "3e5"]
+    )  # fmt: skip
+    _check_common(record, points=2 * 3)  # cases x rank counts
+    done = [p for p in record["sweep"] if "skipped" not in p]
+    assert all("3 ranks asked" in p["skipped"] for p in record["sweep"] if p["ranks"] == 3)
+    assert sorted((p["case"], p["ranks"]) for p in done) == [
+        ("D2Q9 float64", 1), ("D2Q9 float64", 2), ("D3Q19 float32", 1), ("D3Q19 float32", 2)
+    ]  # fmt: skip
+    margins = []
+    for p in done:
+        q, item = (9, 8) if p["case"].startswith("D2Q9") else (19, 4)
+        cells = prod(p["size"])
+        assert cells <= prod(p["block"]) * p["ranks"] < 1.2 * cells  # rank 0's block, largest
+        assert len(p["threads"]) == len(p["cpus"]) == p["ranks"]
+        assert p["block_bytes"] == cells * q * item // p["ranks"]
+        assert p["block_bytes"] == pytest.approx(2e5, rel=0.15)  # the block asked, per rank
+        assert p["memory_sized"] == (p["ranks"] == 2)  # all ranks' populations >= 3e5 bytes
+        assert p["same_state"] is True and p["steps"] % 2 == 0
+        assert p["ours"]["MLUPS"] == pytest.approx(cells / p["ours"]["seconds"] / 1e6)
+        roof = p["peers"]["roofline"]
+        assert roof["bytes_per_cell"] == 2 * q * item  # q populations read and written
+        assert roof["MLUPS"] == pytest.approx(roof["bandwidth_GBps"] * 1e3 / roof["bytes_per_cell"])
+        assert p["ratio"]["roofline"] == pytest.approx(p["ours"]["MLUPS"] / roof["MLUPS"])
+        peer = p["peers"]["lbmpy"]
+        assert p["ratio"]["lbmpy"] == pytest.approx(peer["seconds"] / p["ours"]["seconds"])
+        m = {"lbmpy": p["ratio"]["lbmpy"] / 1.2}
+        if p["memory_sized"]:
+            m["roofline"] = p["ratio"]["roofline"] / 0.85
+        assert p["margin"] == pytest.approx(min(m.values()))
+        assert p["limited_by"] == min(m, key=m.get)
+        margins.append(p["margin"])
+    worst = record["worst"]
+    assert worst["margin"] == min(margins)
+    assert worst["targets"] == {"lbmpy": 1.2, "roofline": 0.85}
+    assert {"case", "ranks", "size", "block", "ratio", "limited_by"} <= worst.keys()
