@@ -38,7 +38,7 @@ def logical_plan(sql: str, catalog: Catalog) -> P.Node:
     """The bound, optimized logical plan of ``sql`` (no exchanges)."""
     plan = bind(sql, catalog.types())
     plan = semi_to_inner(push_filters(simplify(plan)))
-    plan = eager_aggregates(reduce_groups(order_joins(plan, catalog), catalog))
+    plan = eager_aggregates(reduce_groups(order_joins(plan, catalog), catalog), catalog)
     return raw_strings(prune_columns(plan))
 
 

@@ -13,26 +13,35 @@ FROM``, nothing else in the condition), to COUNT, SUM, MIN and MAX without DISTI
 FILTER (and COUNT(*) of an inner join), read from the right side of a left join or either
 side of an inner one, when the group keys include the other side's join columns. Those
 keys make it pay whatever the data: the aggregation moves below the join over the same
-rows it read above it, and the join's input shrinks. A left row without a partner gets
-NULL partial results: a COUNT is then COALESCEd to 0.
+rows it read above it, and the join's input shrinks, provided the join keeps most of that
+side's rows (estimated as join ordering does: a join that drops most of them, such as
+TPC-H Q3's lineitem meeting one market segment's orders, leaves the aggregate above it
+fewer rows than the pre-aggregate would read). A left row without a partner gets NULL
+partial results: a COUNT is then COALESCEd to 0.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 
 from .distribute import equi_keys
+from .join_order import _Estimates, _sources
 
 __all__ = ["eager_aggregates"]
 
 _PARTIAL = {"count": "sum", "count_star": "sum", "sum": "sum", "min": "min", "max": "max"}
 
 
-def eager_aggregates(plan: P.Node) -> P.Node:
+KEEPS = 0.5  # the join is estimated to keep at least this share of the pre side's rows
+
+
+def eager_aggregates(plan: P.Node, catalog: Any) -> P.Node:
     """``plan`` with each aggregate over a join that qualifies (see the module) computed
     partly below the join."""
-    plan = plan.with_inputs(tuple(eager_aggregates(c) for c in plan.inputs))
+    plan = plan.with_inputs(tuple(eager_aggregates(c, catalog) for c in plan.inputs))
     if not (isinstance(plan, P.Aggregate) and plan.phase == "complete" and plan.keys
             and isinstance(plan.input, P.Join)):
         return plan
@@ -46,11 +55,25 @@ def eager_aggregates(plan: P.Node) -> P.Node:
     read = set().union(*(E.refs(a) for _, a in plan.aggregates)) if plan.aggregates else set()
     left = {f.name for f in join.left.schema}
     right = {f.name for f in join.right.schema}
-    if read and read <= right:
+    if read and read <= right and _keeps(join, join.right, catalog):
         return _rewritten(plan, join, lk, rk, pre_left=False) or plan
-    if read and read <= left and join.kind == "inner":
+    if read and read <= left and join.kind == "inner" and _keeps(join, join.left, catalog):
         return _rewritten(plan, join, rk, lk, pre_left=True) or plan
     return plan
+
+
+def _keeps(join: P.Join, side: P.Node, catalog: Any) -> bool:
+    """Whether ``join`` is estimated to keep most rows of ``side`` (:data:`KEEPS`): a join
+    that drops most of them (orders of one market segment meeting all of lineitem) would
+    leave the aggregate above it few rows, fewer than the pre-aggregate would read."""
+    leaves = [join.left, join.right]
+    est = _Estimates(catalog, _sources(leaves))
+    left, right = est.leaf_rows(join.left), est.leaf_rows(join.right)
+    names = [{f.name for f in n.schema} for n in leaves]
+    rows = est.join(left, names[0], right, names[1], E.conjuncts(join.condition))
+    if join.kind == "left":
+        rows = max(rows, left)
+    return rows >= KEEPS * (left if side is join.left else right)
 
 
 def _rewritten(plan: P.Aggregate, join: P.Join, kept_keys: list[E.Expr],

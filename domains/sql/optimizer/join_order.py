@@ -99,6 +99,8 @@ class _Estimates:
         return max(1.0, kept * (0.25 if other else 1.0))
 
     def distinct(self, e: E.Expr, rows: float) -> float:
+        while isinstance(e, E.Call) and e.name == "cast":  # a key widened to its partner's
+            e = e.args[0]
         if isinstance(e, E.Ref) and e.name in self.sources:
             return max(1.0, min(rows, float(self.catalog.distinct_bound(*self.sources[e.name]))))
         return max(1.0, rows)

@@ -176,8 +176,17 @@ def test_a_grouped_subquery_is_reduced_only_by_few_keys(b_rows, reduced):
 def test_an_aggregate_of_one_side_grouped_by_the_other_sides_join_key_runs_below_the_join():
     from hpc.domains.sql.optimizer.eager_aggregate import eager_aggregates
 
+    class Catalog:  # b: 100 keys; a: 1000 rows, every one with a key of b
+        def num_rows(self, table: str) -> int:
+            return {"a": 1000, "b": 100}[table]
+
+        def distinct_bound(self, table: str, column: str) -> int:
+            return 100
+
+        distinct_estimate = distinct_bound
+
     def eager(sql: str) -> P.Node:
-        return eager_aggregates(push_filters(bind(sql, SCHEMA)))
+        return eager_aggregates(push_filters(bind(sql, SCHEMA)), Catalog())
 
     sql = "SELECT b.k, COUNT(a.x) AS c, MAX(a.s) AS m FROM b LEFT JOIN a ON a.k = b.k GROUP BY b.k"
     plan = eager(sql)
@@ -195,6 +204,8 @@ def test_an_aggregate_of_one_side_grouped_by_the_other_sides_join_key_runs_below
         "SELECT b.k, AVG(a.x) FROM b JOIN a ON a.k = b.k GROUP BY b.k",
         "SELECT b.k, COUNT(a.x) FROM b JOIN a ON a.k = b.k AND a.x > b.k GROUP BY b.k",
         "SELECT b.k, COUNT(a.x), MAX(b.y) FROM b JOIN a ON a.k = b.k GROUP BY b.k",  # both
+        # the join keeps few of a's rows (b filtered to one key): a's rows grouped in vain
+        "SELECT b.k, COUNT(a.x) FROM b JOIN a ON a.k = b.k WHERE b.k = 7 GROUP BY b.k",
     ]:
         (j,) = _joins(eager(sql))
         assert not any(isinstance(n, P.Aggregate) for n in P.nodes(j)), sql
