@@ -1,10 +1,10 @@
 """Lattice Boltzmann throughput (MLUPS) against lbmpy and the memory roofline, same run.
 
-Cases: D2Q9 float64 on ``size2d``^2 and D3Q19 float32 on ``size3d``^3, periodic (Taylor-Green
-initial state), for each collision of ``--collisions`` (default BGK; also TRT, MRT and the
-Smagorinsky closure, ``bgk+les``, ``mrt+les``...). Ours is the full step on the decomposition:
-halo exchange overlapped with the fused kernel. Peers, measured in the same run on the same
-ranks:
+Cases: D2Q9 float64 on ``size2d``^2 and D3Q19 (``--lattice3d D3Q27``: D3Q27) float32 on
+``size3d``^3, periodic (Taylor-Green initial state), for each collision of ``--collisions``
+(default BGK; also TRT, MRT and the Smagorinsky closure, ``bgk+les``, ``mrt+les``...). Ours
+is the full step on the decomposition: halo exchange overlapped with the fused kernel. Peers,
+measured in the same run on the same ranks:
 
 ``lbmpy``
     pystencils' generated C kernel for the same lattice, collision, precision and layout, SIMD
@@ -62,7 +62,10 @@ __all__ = ["add_arguments", "lbmpy_kernel", "run"]
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``hpc bench lbm``."""
     p.add_argument("--size2d", type=int, default=2048, help="D2Q9 float64 grid edge (2048)")
-    p.add_argument("--size3d", type=int, default=192, help="D3Q19 float32 grid edge (192)")
+    p.add_argument("--size3d", type=int, default=192, help="3-D float32 grid edge (192)")
+    p.add_argument(
+        "--lattice3d", default="D3Q19", choices=("D3Q19", "D3Q27"), help="3-D lattice (D3Q19)"
+    )
     p.add_argument("--steps", type=int, default=20, help="timed steps per repetition")
     p.add_argument("--reps", type=int, default=5, help="repetitions (best reported)")
     p.add_argument("--backend", default=None, help="auto, cpu or gpu")
@@ -194,7 +197,7 @@ def lbmpy_kernel(
         from lbmpy.enums import SubgridScaleModel
 
     d = lattice.d
-    stencil = LBStencil(Stencil.D2Q9 if d == 2 else Stencil.D3Q19)
+    stencil = LBStencil(getattr(Stencil, lattice.name))  # D2Q9, D3Q19 or D3Q27, as ours
     ours = [tuple(int(v) for v in row) for row in lattice.c.tolist()]
     order = [ours.index(tuple(reversed(tuple(int(v) for v in c)))) for c in stencil]
     tname = "double" if np.dtype(dtype) == np.float64 else "float"
@@ -322,8 +325,10 @@ def _case(
     comm = world()
     base, _, les = collision.partition("+")
     cs = args.smagorinsky if les == "les" else 0.0
+    lattice = getattr(args, "lattice3d", "D3Q19") if dim == 3 else None
     tg = TaylorGreen(
-        n, re=100.0, dim=dim, dtype=dtype, collision=base, backend=args.backend, smagorinsky=cs
+        n, re=100.0, dim=dim, dtype=dtype, collision=base, backend=args.backend, smagorinsky=cs,
+        lattice=lattice,
     )
     solver = tg.solver
     solver.step(2)  # compile and warm up
