@@ -63,7 +63,7 @@ def _true(c: Column) -> np.ndarray:
     return keep & c.valid if c.valid is not None else keep
 
 
-def _rows_passing(condition: E.Expr, side: Side) -> np.ndarray:
+def _rows_passing(condition: E.Expr, side: Side, as_mask: bool = False) -> np.ndarray:
     """The rows of ``side`` where ``condition`` is TRUE, conjunct by conjunct: once the
     conjuncts so far keep at most half of the rows, each later one reads only the rows kept
     (its columns gathered for them), as a selection vector would: a costly predicate after
@@ -77,8 +77,8 @@ def _rows_passing(condition: E.Expr, side: Side) -> np.ndarray:
     for t in terms[1:]:
         if rows is None and SELECTIVE_AFTER * int(np.count_nonzero(mask)) <= side.nrows:
             rows = np.flatnonzero(mask)
-        if rows is None:
-            mask &= _true(evaluate(t, batch))
+        if rows is None:  # not in place: the first mask may be a boolean column's values
+            mask = mask & _true(evaluate(t, batch))
             continue
         for n in E.refs(t) - kept.keys():
             kept[n] = side.columns[n].gather(rows)
@@ -86,7 +86,9 @@ def _rows_passing(condition: E.Expr, side: Side) -> np.ndarray:
         if len(passed) < len(rows):
             rows = rows[passed]
             kept = {n: c.gather(passed) for n, c in kept.items()}
-    return np.flatnonzero(mask) if rows is None else rows
+    if rows is None:  # never selective: the mask says it, as it is with ``as_mask``
+        return mask if as_mask else np.flatnonzero(mask)
+    return rows
 
 
 SELECTIVE_AFTER = 2  # later conjuncts read only the kept rows once at most 1/this remain
@@ -291,12 +293,13 @@ class Executor:
     # -- row-wise ---------------------------------------------------------------------------
     def _filter(self, node: P.Filter) -> Side:
         side = self.side(node.input)
-        rows = _rows_passing(node.condition, side)
-        if (id(node) in self._grouped_filters and not node.settle and len(rows) < side.nrows
-                and DENSE_NUM * side.nrows <= DENSE_DEN * len(rows)):
-            kept = np.zeros(side.nrows, np.bool_)
-            kept[rows] = True
-            return Masked(side.columns, side.nrows, kept, len(rows))
+        grouped = id(node) in self._grouped_filters and not node.settle
+        rows = _rows_passing(node.condition, side, as_mask=grouped)
+        if rows.dtype == np.bool_:  # a mask: the filter kept at least half of the rows
+            count = int(np.count_nonzero(rows))
+            if count < side.nrows and DENSE_NUM * side.nrows <= DENSE_DEN * count:
+                return Masked(side.columns, side.nrows, rows, count)
+            rows = np.flatnonzero(rows)
         kept = _kept(side, rows)
         for name in node.settle:  # raw strings read above: sorted, on the rows kept
             kept.columns[name] = settle(kept.columns[name])

@@ -649,3 +649,22 @@ def test_an_error_on_one_rank_is_raised_on_every_rank(nranks, bad_rank):
     proc = run_mpi(nranks, [str(mpi_script("check_sql_rank_errors.py")), str(bad_rank)],
                    timeout=100)
     assert "ok: every rank raised" in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("path", ["fast", "layered"])
+def test_a_filter_leaves_the_boolean_columns_it_reads_unchanged(path):
+    """``WHERE t.b AND ...`` combines its conjuncts' masks: never in the stored column of
+    ``t.b`` (a table held in memory serves the next query)."""
+    rng = np.random.default_rng()
+    frame = pd.DataFrame({"b": rng.random(500) < 0.5, "c": rng.random(500) < 0.5,
+                          "i": rng.integers(-5, 5, 500)})
+    catalog = Catalog()
+    catalog.register("t", Table.from_pandas(frame))
+    con = duckdb.connect()
+    con.register("t", frame)
+    options = QueryOptions(path=path)
+    for sql in ["select count(*) as n from t where t.b and t.i > 0",
+                "select count(*) as n from t where t.b and t.c",
+                "select count(*) as n from t where t.b", "select count(*) as n from t where t.c"]:
+        ours = query(sql, catalog, options=options).to_pandas()
+        assert same_rows(ours, con.execute(sql).df(), ordered=True) is None, sql
