@@ -39,6 +39,8 @@ class DeviceTable:
     def __init__(self, name: str) -> None:
         self.name = name
         self._entries: dict[str, dict[str, Any]] = {kind: {} for kind in KINDS}
+        # each device's namespace, built once: a search of one query must not rebuild it
+        self._built: dict[str, types.SimpleNamespace] = {}
 
     def _put(self, kind: str, key: str, value: Any) -> None:
         if kind not in self._entries:
@@ -46,6 +48,7 @@ class DeviceTable:
         if key in self._entries[kind]:
             raise ValueError(f"{self.name}: {key!r} is already registered for {kind}")
         self._entries[kind][key] = value
+        self._built.clear()
 
     def register(self, kind: str, op: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: ``fn`` implements ``op`` on ``kind`` (``fn`` is returned unchanged)."""
@@ -91,6 +94,9 @@ class DeviceTable:
             be complete for every device it lists).
         """
         kind = backend if isinstance(backend, str) else backend.name
+        built = self._built.get(kind)
+        if built is not None:
+            return built
         if kind not in self._entries:
             raise ValueError(f"{self.name}: no implementations for device {kind!r}")
         mine = self._entries[kind]
@@ -98,4 +104,5 @@ class DeviceTable:
         missing = sorted(every - mine.keys())
         if missing:
             raise ValueError(f"{self.name}: {', '.join(missing)} not implemented for {kind}")
-        return types.SimpleNamespace(kind=kind, **mine)
+        built = self._built[kind] = types.SimpleNamespace(kind=kind, **mine)
+        return built

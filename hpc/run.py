@@ -173,9 +173,16 @@ def _map_local(
     fn: BlockFn, nblocks: int, width: int, batch: int | None, stage: Any, phase: Any, fine: bool
 ) -> np.ndarray:
     batch = batch or max(1, math.ceil(nblocks / GRANULARITY) if fine else nblocks)
-    out = _start(stage, nblocks, width)
+    todo = _todo(nblocks, batch, stage)
     counter = _counter(phase, nblocks, stage)
-    for first, count in _todo(nblocks, batch, stage):
+    if stage is None and todo == [(0, nblocks)]:  # one batch of every block: its rows are
+        rows = _checked(fn(0, nblocks), nblocks, width, 0)  # the result, not copied
+        if counter is not None:
+            counter.add(nblocks)
+            counter.close()
+        return rows if rows.flags.c_contiguous and rows.flags.writeable else rows.copy()
+    out = _start(stage, nblocks, width)
+    for first, count in todo:
         _store(out, stage, counter, first, _checked(fn(first, count), count, width, first))
     if counter is not None:
         counter.close()
@@ -196,6 +203,12 @@ def _map_mpi(
     from .errors import on_all_ranks
 
     size, rank = comm.Get_size(), comm.Get_rank()
+    if size == 1 and stage is None:  # nothing to gather or to agree on: as in-process
+        try:
+            return _map_local(fn, nblocks, width, batch, stage, phase, fine)
+        except Exception as exc:  # the error every rank count reports
+            raise on_all_ranks(RuntimeError(
+                f"map_blocks failed: rank 0: {type(exc).__name__}: {exc}")) from exc
     batch = batch or max(1, math.ceil(nblocks / (size * (GRANULARITY if fine else 1))))
     batches = _todo(nblocks, batch, stage)
     mine = batches[rank::size]
@@ -219,8 +232,6 @@ def _map_mpi(
     errors = [e for e in allgather_object(error, comm) if e]
     if errors:
         raise on_all_ranks(RuntimeError("map_blocks failed: " + "; ".join(errors)))
-    if size == 1 and stage is None:  # every batch, in block order: the rows as they are
-        return local
     gathered = allgather_rows(local, comm)  # rank 0's batches first, then rank 1's, ...
     # rank r's rows are its round-robin batches, in order: put them back in block order
     out = _start(stage, nblocks, width)

@@ -12,20 +12,20 @@ suboptimal (low); the in-sample regression adds a small upward bias.
 Two generated CPU kernels (:func:`hpc.jit.specialise`) do the work. The first draws the
 paths, a block's paths in one vector loop per pair of dates (Philox, Box-Muller and exp
 inline), straight into a date-major layout: blocks of :func:`block_size` paths, each block
-``(dates, block)``, so a date's spots are contiguous and nothing is transposed; with one
-process and nothing to journal they are drawn in place, not copied through
-:func:`hpc.run.map_blocks`. The second runs the whole
-backward induction with no Python work per date: one pass over the paths per date applies the
-previous date's exercise rule, discounts and accumulates the regression's normal equations
-(the power sums of the basis and its products with the cash flow) in per-block partial sums,
-added in block order (so the result does not depend on the thread count); the small system
-is then solved in the kernel. The basis is the polynomial in ``u = (S/K - c) / s``, ``c`` and
-``s`` the mean and deviation of the in-the-money ``S/K`` (from a fixed subsample of blocks):
-the same column space as the powers of ``S/K``, so the same fitted continuation values, with
-a well-conditioned Gram matrix; it is solved by a symmetric eigendecomposition that drops
-eigenvalues below ``1e-14`` of the largest (the least-squares solution of least norm when the
-basis is rank-deficient, as ``lstsq``). The cash flows match a NumPy Longstaff-Schwartz on
-the same normals (``lstsq`` on the powers of ``S/K``) to rounding.
+``(dates, block)``, so a date's spots are contiguous and nothing is transposed (in one
+process :func:`hpc.run.map_blocks` hands the drawn rows back without a copy). The second
+runs the whole backward induction with no Python work per date: one pass over the paths per
+date applies the previous date's exercise rule, discounts and accumulates the regression's
+normal equations (the power sums of the basis and its products with the cash flow) in
+per-block partial sums, added in block order (so the result does not depend on the thread
+count); the small system is then solved in the kernel. The basis is the polynomial in ``u =
+(S/K - c) / s``, ``c`` and ``s`` the mean and deviation of the in-the-money ``S/K`` (from a
+fixed subsample of blocks): the same column space as the powers of ``S/K``, so the same
+fitted continuation values, with a well-conditioned Gram matrix; it is solved by a symmetric
+eigendecomposition that drops eigenvalues below ``1e-14`` of the largest (the least-squares
+solution of least norm when the basis is rank-deficient, as ``lstsq``). The cash flows match
+a NumPy Longstaff-Schwartz on the same normals (``lstsq`` on the powers of ``S/K``) to
+rounding.
 """
 
 from __future__ import annotations
@@ -124,10 +124,7 @@ def american_lsm(
     nblocks = math.ceil(samples / half)
     fn = partial(_spots, n=n, block=block, half=half, dt=dt, model=model, seed=int(seed),
                  stream=int(stream))  # fmt: skip
-    if _one_process(executor, comm):  # nothing to gather: the rows where they are made
-        rows = fn(0, nblocks)
-    else:
-        rows = map_blocks(fn, nblocks, n * block, executor, batch, comm, scheduler)
+    rows = map_blocks(fn, nblocks, n * block, executor, batch, comm, scheduler)
     spots = rows.reshape(nblocks, n, block)  # each date's spots of a block contiguous
     cash = np.empty((nblocks, block))
     part = np.empty((nblocks, 3 * degree + 3))
@@ -150,24 +147,6 @@ def american_lsm(
         paths=samples * (2 if antithetic else 1),
         seconds=time.perf_counter() - t0,
     )
-
-
-def _one_process(executor: str, comm: Any) -> bool:
-    """Whether :func:`hpc.run.map_blocks` would run every block in this process with no
-    journal or progress to keep: then it would only copy the rows (twice under ``"mpi"``),
-    which for this engine are every path's spots, as large as the rest of the work."""
-    from hpc.journal import active_journal
-    from hpc.progress import active_phase
-
-    if active_journal() is not None or active_phase() is not None:
-        return False
-    if executor == "local":
-        return True
-    if executor == "mpi":
-        from hpc.comm import resolve_comm
-
-        return bool(resolve_comm(comm).Get_size() == 1)
-    return False
 
 
 def _spots(

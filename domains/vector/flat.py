@@ -39,20 +39,6 @@ GPU_DB_BLOCK = 32768
 OPS = DeviceTable("vector.flat")
 OPS.constants("cpu", query_block=QUERY_BLOCK, db_block=DB_BLOCK, half_storage=False)
 OPS.constants("gpu", query_block=GPU_QUERY_BLOCK, db_block=GPU_DB_BLOCK, half_storage=True)
-_TABLES: dict[tuple[int, str], Any] = {}
-
-
-def device_ops(table: DeviceTable, backend: Backend | str) -> Any:
-    """Local. ``table.on(backend)``, looked up once per (table, device): the tables are
-    filled at import, and a search of one query should not rebuild the namespace."""
-    kind = backend if isinstance(backend, str) else backend.name
-    key = (id(table), kind)
-    ops = _TABLES.get(key)
-    if ops is None:
-        ops = _TABLES[key] = table.on(backend)
-    return ops
-
-
 def _stable_argsort(xp: Any, a: Any) -> Any:
     try:
         return xp.argsort(a, axis=1, kind="stable")
@@ -102,7 +88,7 @@ def flat_search(
     ids : (nq, k) int64
         ``-1`` where fewer than ``k`` rows are eligible.
     """
-    ops = device_ops(OPS, backend if backend is not None else "cpu")
+    ops = OPS.on(backend if backend is not None else "cpu")
     return ops.search(
         queries, vectors, norms, ids, k, l2, mask,
         query_block or ops.query_block, db_block or ops.db_block, exact,
@@ -489,7 +475,7 @@ class FlatIndex(VectorIndex):
 
     def _search(self, q: np.ndarray, k: int, filter: Any) -> tuple[np.ndarray, np.ndarray]:
         mask = self._filter_mask(filter)
-        return device_ops(OPS, self.backend).top_k(self, q, k, mask)
+        return OPS.on(self.backend).top_k(self, q, k, mask)
 
     def _slack(self, qnorm: np.ndarray, xmax: float) -> np.ndarray:
         """Local. Per query, how far above the k-th best GEMM score a row of the exact top

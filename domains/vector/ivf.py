@@ -24,7 +24,7 @@ from hpc.dispatch import DeviceTable
 
 from . import _kernels as K
 from ._base import VectorIndex, check_k
-from .flat import SPARE, device_ops, flat_search
+from .flat import SPARE, flat_search
 from .kmeans import kmeans
 
 __all__ = ["IVFFlatIndex", "IVFPQIndex"]
@@ -333,7 +333,7 @@ class IVFFlatIndex(_IVF):
         with K.serial_when_small(self._search_work(q.shape[0], nprobe), q.shape[0]):
             _, probes = self._coarse(q, nprobe)
             k_out, k = k, k + SPARE  # spare candidates: the exact (distance, id) order cuts
-            return _cut(device_ops(LIST_SCAN, self.backend).scan(self, q, k, probes, mask), k_out)
+            return _cut(LIST_SCAN.on(self.backend).scan(self, q, k, probes, mask), k_out)
 
     def _scan_cpu(
         self, q: np.ndarray, k: int, probes: np.ndarray, mask: np.ndarray | None
