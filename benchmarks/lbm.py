@@ -256,6 +256,13 @@ def _lbmpy_sweep(
     shape = (lattice.q, *[n + 2 for n in local_shape])
     f = np.zeros(shape, dtype=dtype)
     f[...] = lattice.w.reshape((-1,) + (1,) * lattice.d)
+    steps = _ping_pong(sweep, f)
+    steps(1)
+    return steps, config
+
+
+def _ping_pong(sweep: Any, f: np.ndarray) -> Any:
+    """``steps(n)``: ``n`` sweeps from ``f`` into a second buffer and back, alternating."""
     g = f.copy()
 
     def steps(n: int) -> None:
@@ -264,8 +271,7 @@ def _lbmpy_sweep(
             sweep(a, b)
             a, b = b, a
 
-    steps(1)
-    return steps, config
+    return steps
 
 
 @functools.cache  # compiled once a process: a sweep measures the bandwidth at every point
@@ -696,14 +702,7 @@ def _buffers_sweep(kernel: Any, solver: Any, order: Any, offset: Any) -> Any:
     inner = solver.f[(slice(None), *solver.decomp.interior_slices)]
     for k, i in enumerate(order):
         f[k] = np.pad(inner[i], 1, mode="wrap") - f.dtype.type(offset[k])
-    g = f.copy()
-
-    def steps(n: int) -> None:
-        a, b = f, g
-        for _ in range(n):
-            kernel(a, b)
-            a, b = b, a
-
+    steps = _ping_pong(kernel, f)
     steps(2)
     return steps
 

@@ -162,10 +162,7 @@ def _on_fast_path(sql: str, catalog: Catalog, options: QueryOptions,
 
 def _on_device(options: QueryOptions) -> bool:
     """Whether the query's columns live on a GPU (where only the fast engine runs)."""
-    backend = options.backend
-    if not isinstance(backend, Backend):
-        backend = get_backend(backend)
-    return backend.is_gpu
+    return get_backend(options.backend).is_gpu  # a Backend comes back as it is
 
 
 def _rows_read(tree: exp.Expression, catalog: Catalog) -> int:

@@ -1,23 +1,22 @@
 """Aggregation before a join (eager aggregation, Yan and Larson 1995; HyPer's groupjoin).
 
-``SELECT c_custkey, count(o_orderkey) FROM customer LEFT JOIN orders ON c_custkey =
-o_custkey GROUP BY c_custkey`` joins every order to its customer and then counts the joined
-rows per customer. When the aggregates read only one side's columns and the groups are those
-of the other side's join keys, that side can be aggregated first, by its own join keys: the
-join then meets one row per key instead of every row (1.5M orders become 100k partial
-counts), and the aggregate above it combines the partial results of each group's rows (a
-sum of counts, a sum of sums, a minimum of minima).
+``SELECT u.id, count(e.ts) FROM users u LEFT JOIN events e ON e.user_id = u.id GROUP BY
+u.id`` joins every event to its user and then counts the joined rows per user. When the
+aggregates read only one side's columns and the groups are those of the other side's join
+keys, that side can be aggregated first, by its own join keys: the join then meets one row
+per key instead of every row (millions of events become one partial count per user), and
+the aggregate above it combines the partial results of each group's rows (a sum of counts,
+a sum of sums, a minimum of minima).
 
 It applies to inner and left joins on equalities of columns (``=`` or ``IS NOT DISTINCT
 FROM``, nothing else in the condition), to COUNT, SUM, MIN and MAX without DISTINCT or
 FILTER (and COUNT(*) of an inner join), read from the right side of a left join or either
 side of an inner one, when the group keys include the other side's join columns. Those
-keys make it pay whatever the data: the aggregation moves below the join over the same
-rows it read above it, and the join's input shrinks, provided the join keeps most of that
-side's rows (estimated as join ordering does: a join that drops most of them, such as
-TPC-H Q3's lineitem meeting one market segment's orders, leaves the aggregate above it
-fewer rows than the pre-aggregate would read). A left row without a partner gets NULL
-partial results: a COUNT is then COALESCEd to 0.
+keys make the aggregation move below the join over the rows it read above it, and the
+join's input shrink, provided the join keeps most of that side's rows (estimated as join
+ordering does: a join that drops most of them, the events of a few filtered users, would
+leave the aggregate above it fewer rows than the pre-aggregate would read). A left row
+without a partner gets NULL partial results: a COUNT is then COALESCEd to 0.
 """
 
 from __future__ import annotations
@@ -64,8 +63,8 @@ def eager_aggregates(plan: P.Node, catalog: Any) -> P.Node:
 
 def _keeps(join: P.Join, side: P.Node, catalog: Any) -> bool:
     """Whether ``join`` is estimated to keep most rows of ``side`` (:data:`KEEPS`): a join
-    that drops most of them (orders of one market segment meeting all of lineitem) would
-    leave the aggregate above it few rows, fewer than the pre-aggregate would read."""
+    that drops most of them (the events of a few filtered users) would leave the aggregate
+    above it fewer rows than the pre-aggregate would read."""
     leaves = [join.left, join.right]
     est = _Estimates(catalog, _sources(leaves))
     left, right = est.leaf_rows(join.left), est.leaf_rows(join.right)

@@ -1,6 +1,6 @@
-"""Exact SUMs of integer and DECIMAL arithmetic per group in one pass: the arguments'
-``+ - *`` (``SUM(l_extendedprice * (1 - l_discount) * (1 + l_tax))``) run as postfix
-programs, block by block, and each block's results are summed into its group at once.
+"""Exact SUMs of integer and DECIMAL arithmetic per group in one pass: the arguments' ``+ -
+*`` (``SUM(price * (1 - discount) * (1 + tax))``) run as postfix programs, block by block,
+and each block's results are summed into its group at once.
 
 Evaluated one operation at a time, such a SUM writes a column of 8 bytes a row per
 operation, reads it back for the next one and again for the sums. Here the operands of a
