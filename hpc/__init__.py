@@ -23,8 +23,10 @@ from typing import Any
 
 from .excepthook import install_excepthook
 from .lazy import lazy_exports
+from .threads import load_tbb
 
 install_excepthook()
+load_tbb()  # numba's parallel kernels on work-stealing threads where TBB is installed
 
 # name -> submodule defining it; imported when the name is first read
 _getattr, __dir__, __all__ = lazy_exports(

@@ -60,6 +60,7 @@ def _info(_: argparse.Namespace) -> int:
     import hpc
     from hpc.backend import gpu_unavailable_reason
     from hpc.comm import cuda_aware_mpi, mpi_library, world
+    from hpc.threads import threading_layer
 
     comm = world()
     if comm.Get_rank() == 0:
@@ -67,6 +68,7 @@ def _info(_: argparse.Namespace) -> int:
         rows = [
             ("hpc", hpc.__version__),
             ("numpy / numba", f"{numpy.__version__} / {numba.__version__}"),
+            ("numba threading layer", threading_layer()),
             ("mpi4py", mpi4py.__version__),
             ("MPI library", mpi_library()),
             ("ranks", str(comm.Get_size())),

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
+from hpc.jit import serial_below
+
 __all__ = ["gather_parallel", "decimal_to_float", "decimal_gather", "and_in_range",
            "sort_strings", "distinct_sorted", "like_parts", "horspool_shifts", "codes_into",
            "differs_in_group", "read_only_list"]
@@ -277,6 +279,11 @@ def sort_strings(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
     n = len(offsets) - 1
     if n < 2:
         return np.arange(max(n, 0), dtype=np.int64)
+    with serial_below(n):  # a few strings (a dictionary's): no parallel region to start
+        return _sort_strings(offsets, data, n)
+
+
+def _sort_strings(offsets: np.ndarray, data: np.ndarray, n: int) -> np.ndarray:
     # the first 32 bytes of each string move with it (sequential reads, not a cache miss
     # into the string bytes per comparison)
     prefix = np.empty((n, _WORDS), dtype=np.uint64)

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from hpc.jit import serial_below
+
 __all__ = [
     "Entries", "compare", "allgather", "arrow", "to_numpy", "sort_order", "sort_unique",
     "bound", "like", "isin", "merge", "remap", "substring", "is_text",
@@ -110,7 +112,8 @@ def sort_unique(words: Any) -> tuple[Any, np.ndarray]:
     offsets, data = _buffers(words)
     order = sort_strings(offsets, data)
     first = np.empty(len(order), dtype=bool)
-    distinct_sorted(offsets, data, order, first)
+    with serial_below(len(order)):
+        distinct_sorted(offsets, data, order, first)
     code = np.empty(len(order), dtype=np.int32)
     code[order] = np.cumsum(first, dtype=np.int32) - 1
     return words.take(order[first]), code

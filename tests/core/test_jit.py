@@ -253,3 +253,20 @@ def test_serial_below_runs_small_work_on_one_thread_and_restores_the_count():
     except ValueError:
         pass
     assert numba.get_num_threads() == threads
+
+
+def test_parallel_kernels_run_on_tbb_where_the_wheel_is_installed():
+    """The ``tbb`` wheel's library sits outside the loader's path; importing hpc loads it, so
+    numba starts its work-stealing TBB layer instead of falling back to OpenMP (unless
+    ``NUMBA_THREADING_LAYER`` says otherwise)."""
+    if not os.path.exists(os.path.join(sys.prefix, "lib", "libtbb.so.12")):
+        pytest.skip("the tbb wheel is not installed in this environment")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_THREADING_LAYER"}
+    code = "import hpc.threads as t; print(t.threading_layer())"
+    layers = {}
+    for forced in (None, "omp"):
+        run_env = env if forced is None else {**env, "NUMBA_THREADING_LAYER": forced}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=run_env, timeout=120, check=True)
+        layers[forced] = out.stdout.strip().splitlines()[-1]
+    assert layers == {None: "tbb", "omp": "omp"}
