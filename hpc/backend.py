@@ -219,6 +219,9 @@ def is_device_array(a: Any) -> bool:
 def array_module(a: Any) -> Any:
     """The array module of ``a``: ``cupy`` for device arrays, else ``numpy``."""
     if is_device_array(a):
+        own = getattr(type(a), "array_module", None)  # a stand-in's (hpc.testing.device)
+        if own is not None:
+            return own
         import cupy
 
         return cupy

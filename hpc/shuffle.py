@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from .backend import array_module, to_host
 from .comm import cuda_aware_mpi, resolve_comm
 
 __all__ = ["shuffle", "hash_partition"]
@@ -97,13 +98,9 @@ def _bytes(a: Any) -> Any:
 
 
 def _xp(a: Any) -> Any:
-    """NumPy, or CuPy for a CuPy array."""
-    if type(a).__module__.startswith("cupy"):
-        import cupy
-
-        return cupy
-    return np
+    """NumPy, or the device array module of a device array."""
+    return array_module(a)
 
 
 def _host(a: Any) -> np.ndarray:
-    return a if isinstance(a, np.ndarray) else a.get()
+    return to_host(a)

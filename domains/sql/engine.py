@@ -66,14 +66,15 @@ class QueryOptions:
         Where the columns live and the kernels run (default ``HPC_BACKEND``, see
         :func:`hpc.backend.get_backend`). On the GPU, scanned columns move to the device and
         joins, group-bys and aggregates run as numba.cuda kernels; the result is on the host.
-        (The layered path runs on the host.)
     path : {"auto", "layered", "fast"}
         Which executor answers: ``"layered"`` the layered engine (:mod:`.pipeline`: every
-        supported construct, exact DECIMAL, on the host); ``"fast"`` the single-pass engine
+        supported construct, exact DECIMAL) on ``backend`` (on the GPU, the operators it
+        has no device operator for yet run on the host: EXPLAIN marks them); ``"fast"``
+        the single-pass engine
         of this module (the TPC-H subset, DECIMAL as float64, the GPU) where it answers the
         query exactly as written (no SEMI/ANTI join syntax, no CAST to DECIMAL, and its
-        planner accepts it), else the layered one; ``"auto"`` the layered engine on the CPU
-        backend and ``"fast"`` on the GPU.
+        planner accepts it), else the layered one on the host; ``"auto"`` the layered
+        engine on the CPU backend and ``"fast"`` on the GPU.
     """
 
     broadcast_rows: int = 1_000_000
@@ -140,7 +141,13 @@ def query(sql: str, catalog: Catalog, comm: Any = None,
         select, ScanCache(catalog), comm, options, None, {}, "root"))
     if answer is not None:
         return answer
-    return pipeline.run(sql, catalog, comm, options.broadcast_rows)
+    return pipeline.run(sql, catalog, comm, options.broadcast_rows, _layered_on(options))
+
+
+def _layered_on(options: QueryOptions) -> Backend:
+    """Where the layered engine runs: the options' backend when they name the layered path,
+    else (the fast engine's fallback) the host."""
+    return get_backend(options.backend if options.path == "layered" else "cpu")
 
 
 def _on_fast_path(sql: str, catalog: Catalog, options: QueryOptions,
@@ -218,7 +225,8 @@ def explain(sql: str, catalog: Catalog, comm: Any = None,
     if text is not None:
         return text
     return pipeline.explain(sql, catalog, comm, analyze=True,
-                            broadcast_rows=options.broadcast_rows)
+                            broadcast_rows=options.broadcast_rows,
+                            backend=_layered_on(options))
 
 
 def _explain_fast(select: exp.Select, catalog: Catalog, comm: Any,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hpc.backend import Backend
 from hpc.comm import resolve_comm
 
 from .binder.select import bind
@@ -49,26 +50,27 @@ def physical_plan(sql: str, catalog: Catalog, ranks: int,
 
 
 def run(sql: str, catalog: Catalog, comm: Any = None,
-        broadcast_rows: int = BROADCAST_ROWS) -> Table:
-    """Collective. Answer ``sql``: the result on rank 0, no rows elsewhere."""
-    return run_logical(logical_plan(sql, catalog), catalog, comm, broadcast_rows)
+        broadcast_rows: int = BROADCAST_ROWS, backend: Backend | None = None) -> Table:
+    """Collective. Answer ``sql``: the result on rank 0 (on the host), no rows elsewhere.
+    ``backend``: where the columns live and the kernels run (default the CPU)."""
+    return run_logical(logical_plan(sql, catalog), catalog, comm, broadcast_rows, backend)
 
 
 def run_logical(plan: P.Node, catalog: Catalog, comm: Any = None,
-                broadcast_rows: int = BROADCAST_ROWS) -> Table:
+                broadcast_rows: int = BROADCAST_ROWS, backend: Backend | None = None) -> Table:
     """Collective. Run a logical plan (:func:`logical_plan`) on the ranks of ``comm``."""
     from .physical.executor import Executor
 
     comm = resolve_comm(comm)
     physical = distribute(plan, catalog.num_rows, comm.Get_size(), broadcast_rows)
-    return Executor(catalog, comm).run(physical)
+    return Executor(catalog, comm, backend=backend).run(physical)
 
 
 def explain(sql: str, catalog: Catalog, comm: Any = None, analyze: bool = False,
-            broadcast_rows: int = BROADCAST_ROWS) -> str:
+            broadcast_rows: int = BROADCAST_ROWS, backend: Backend | None = None) -> str:
     """Collective. The logical plan and the physical plan (with its exchanges); with
     ``analyze``, the physical plan as it ran: rows over all ranks, milliseconds on rank 0."""
-    from .physical.executor import Executor
+    from .physical.executor import Executor, on_host
 
     comm = resolve_comm(comm)
     logical = logical_plan(sql, catalog)
@@ -76,12 +78,13 @@ def explain(sql: str, catalog: Catalog, comm: Any = None, analyze: bool = False,
     text = "Logical plan\n" + P.explain(logical) + "\n\nPhysical plan\n"
     if not analyze:
         return text + P.explain(physical)
-    ex = Executor(catalog, comm, analyze=True)
+    ex = Executor(catalog, comm, analyze=True, backend=backend)
     ex.run(physical)
     profile = ex.global_profile()
 
     def note(node: P.Node) -> str:
         rows, seconds = profile.get(id(node), (0, 0.0))
-        return f"rows={rows} {seconds * 1e3:.1f} ms"
+        where = " on host" if ex.backend.is_gpu and on_host(node) else ""
+        return f"rows={rows} {seconds * 1e3:.1f} ms{where}"
 
     return text + P.explain(physical, note)

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
+from .device import on_device, xp
+
 __all__ = ["checked", "group_sums", "group_sums_many"]
 
 _SIGN = np.uint64(1 << 63)
@@ -75,6 +77,8 @@ def checked(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray | None,
             lo: int, hi: int) -> tuple[np.ndarray, bool]:
     """``(a op b, overflowed)`` for ``op`` in add, sub, mul over equal-length int64 arrays
     (a scalar operand is broadcast); rows where ``valid`` is False never count."""
+    if on_device():
+        return _checked_on_device(xp(), op, a, b, valid, lo, hi)
     a, b = _operand(a), _operand(b)
     if a.shape[0] == b.shape[0] or b.shape[0] == 1:
         n = a.shape[0]
@@ -87,6 +91,38 @@ def checked(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray | None,
     v = valid if use else np.ones(1, dtype=np.bool_)
     bad = _run(_OPS[op], a, b, v, use, np.int64(lo), np.int64(hi), out)
     return out, bool(bad)
+
+
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+def _checked_on_device(xp: Any, op: str, a: Any, b: Any, valid: Any, lo: int, hi: int
+                       ) -> tuple[Any, bool]:
+    """:func:`checked` as array operations (the device has no numba CPU kernel): int64
+    arithmetic wraps, and the wrap is detected afterwards; a product by dividing it back
+    (a wrapped product differs from the true one by a multiple of 2**64, more than the
+    divisor, so the quotient cannot come back right)."""
+    a, b = xp.asarray(a, dtype=np.int64), xp.asarray(b, dtype=np.int64)
+    with np.errstate(all="ignore"):  # (NumPy standing in for the device: wraps are meant)
+        return _wrapped(xp, op, a, b, valid, lo, hi)
+
+
+def _wrapped(xp: Any, op: str, a: Any, b: Any, valid: Any, lo: int, hi: int
+             ) -> tuple[Any, bool]:
+    if op == "add":
+        r = a + b
+        over = ((a ^ r) & (b ^ r)) < 0
+    elif op == "sub":
+        r = a - b
+        over = ((a ^ b) & (a ^ r)) < 0
+    else:
+        r = a * b
+        divisor = xp.where(a == 0, 1, a)
+        over = (a != 0) & (r // divisor != b) | (a == -1) & (b == _INT64_MIN)
+    bad = over | (r < lo) | (r > hi)
+    if valid is not None:
+        bad = bad & valid
+    return xp.atleast_1d(r), bool(bad.any())
 
 
 @njit(parallel=True, nogil=True, cache=True)

@@ -40,7 +40,9 @@ from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical.types import DOUBLE, TIMESTAMP, SQLType, common_type
 from hpc.domains.sql.table import Column
 
-from hpc.backend import array_module
+from hpc.backend import array_module, to_host
+
+from .device import xp as _xp
 
 __all__ = ["Batch", "evaluate", "cast_column", "physical_kind", "null_column",
            "literal_column", "predicate", "to_float", "DAY_US"]
@@ -113,8 +115,8 @@ def evaluate(e: E.Expr, batch: Batch) -> Column:
 
 def _broadcast(col: Column, n: int) -> Column:
     """A one-row column as ``n`` rows of its value (a read-only view, nothing copied)."""
-    valid = None if col.valid is None else np.broadcast_to(col.valid, (n,))
-    return Column(np.broadcast_to(col.values, (n,)), col.kind, col.dictionary, valid)
+    valid = None if col.valid is None else _xp().broadcast_to(col.valid, (n,))
+    return Column(_xp().broadcast_to(col.values, (n,)), col.kind, col.dictionary, valid)
 
 
 def predicate(col: Column) -> np.ndarray:
@@ -136,13 +138,13 @@ def _and(*masks: np.ndarray | None) -> np.ndarray | None:
 
 
 def _ok(valid: np.ndarray | None, n: int) -> np.ndarray:
-    return np.ones(n, dtype=bool) if valid is None else valid
+    return _xp().ones(n, dtype=bool) if valid is None else valid
 
 
 def _make(values: np.ndarray, t: SQLType, valid: np.ndarray | None = None,
           dictionary: np.ndarray | None = None) -> Column:
     kind = physical_kind(t)
-    values = np.asarray(values)
+    values = _xp().asarray(values)  # on the device where results computed on the host go
     if values.dtype != _DTYPES[kind]:
         values = values.astype(_DTYPES[kind])
     if valid is not None and bool(valid.all()):
@@ -154,14 +156,14 @@ def null_column(t: SQLType, n: int) -> Column:
     """``n`` NULLs of type ``t``."""
     kind = physical_kind(t)
     d = np.zeros(0, dtype=object) if kind == "string" else None
-    return Column(np.zeros(n, dtype=_DTYPES[kind]), kind, d, np.zeros(n, dtype=bool))
+    return Column(_xp().zeros(n, dtype=_DTYPES[kind]), kind, d, _xp().zeros(n, dtype=bool))
 
 
 def _lookup(table: np.ndarray, codes: np.ndarray) -> np.ndarray:
     """A per-dictionary-entry array read through string codes."""
     if len(table) == 0:
-        return np.zeros(len(codes), dtype=table.dtype)
-    return table[codes]
+        return _xp().zeros(len(codes), dtype=table.dtype)
+    return _xp().asarray(table)[codes]  # the entries' values go where the codes are
 
 
 def _fail(bad: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
@@ -290,12 +292,12 @@ def literal_column(lit: E.Literal, n: int) -> Column:
     if t.kind == "interval":
         raise UnsupportedSQL(f"an INTERVAL value ({lit}) only appears added to a date")
     if t.kind == "varchar":
-        return Column(np.zeros(n, dtype=np.int32), "string",
+        return Column(_xp().zeros(n, dtype=np.int32), "string",
                       np.asarray([str(lit.value)], dtype=object))
     kind = physical_kind(t)
     # a read-only view of one value (stride 0): a comparison with a constant copies nothing
-    value = np.asarray(_literal_scalar(lit.value, t), dtype=_DTYPES[kind])
-    return Column(np.broadcast_to(value, (n,)), kind)
+    value = _xp().asarray(_literal_scalar(lit.value, t), dtype=_DTYPES[kind])
+    return Column(_xp().broadcast_to(value, (n,)), kind)
 
 
 def _ref(e: E.Ref, batch: Batch) -> Column:
@@ -341,11 +343,12 @@ def _encode(words: Any) -> Column:
     if words.null_count:
         valid = np.asarray(words.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
     if len(words) == 0:
-        return Column(np.zeros(0, np.int32), "string", np.zeros(0, dtype=object), None)
+        return Column(_xp().zeros(0, np.int32), "string", np.zeros(0, dtype=object), None)
     if not pa.types.is_string(words.type):
         words = words.cast(pa.string())
     unique, code = strings.sort_unique(words)
-    return Column(code.astype(np.int32, copy=False), "string", strings.to_numpy(unique), valid)
+    return Column(_xp().asarray(code, dtype=np.int32), "string", strings.to_numpy(unique),
+                  None if valid is None else _xp().asarray(valid))
 
 
 def _rows(col: Column) -> Any:
@@ -355,8 +358,9 @@ def _rows(col: Column) -> Any:
     n = len(col)
     if col.dictionary is None or len(col.dictionary) == 0:
         return pa.nulls(n, pa.string())
-    mask = None if col.valid is None else ~col.valid
-    codes = pa.array(col.values.astype(np.int32, copy=False), mask=mask)
+    # the strings live on the host: so do a row-by-row string result's codes
+    mask = None if col.valid is None else to_host(~col.valid)
+    codes = pa.array(to_host(col.values).astype(np.int32, copy=False), mask=mask)
     return strings.arrow(col.dictionary).take(codes)
 
 
@@ -367,7 +371,7 @@ def _used_entries(col: Column) -> Column:
     d = col.dictionary
     if d is None or len(d) <= _SMALL_DICTIONARY or not isinstance(col.values, np.ndarray):
         return col
-    used = np.zeros(len(d), bool)
+    used = _xp().zeros(len(d), bool)
     used[col.values[col.valid] if col.valid is not None else col.values] = True
     keep = np.flatnonzero(used)
     if 2 * len(keep) > len(d):
@@ -386,8 +390,8 @@ _SMALL_DICTIONARY = 4096  # entries below which a per-entry function is cheap an
 def _on_dictionary(col: Column, fn: Callable[[Any], Any]) -> Column:
     """A string function applied to the distinct strings of a column, codes remapped."""
     if col.dictionary is None or len(col.dictionary) == 0:
-        return Column(np.zeros(len(col), np.int32), "string", np.zeros(0, dtype=object),
-                      np.zeros(len(col), dtype=bool) if len(col) else None)
+        return Column(_xp().zeros(len(col), np.int32), "string", np.zeros(0, dtype=object),
+                      _xp().zeros(len(col), dtype=bool) if len(col) else None)
     col = _used_entries(col)
     out = _encode(fn(strings.arrow(col.dictionary)))
     return Column(_lookup(out.values, col.values), "string", out.dictionary, col.valid)
@@ -396,7 +400,7 @@ def _on_dictionary(col: Column, fn: Callable[[Any], Any]) -> Column:
 def _entry_values(col: Column, fn: Callable[[Any], Any], dtype: Any) -> np.ndarray:
     """A per-entry function of a string column's dictionary read through its codes."""
     if col.dictionary is None or len(col.dictionary) == 0:
-        return np.zeros(len(col), dtype=dtype)
+        return _xp().zeros(len(col), dtype=dtype)
     col = _used_entries(col)
     table = np.asarray(fn(strings.arrow(col.dictionary)).to_numpy(zero_copy_only=False))
     return _lookup(table.astype(dtype), col.values)
@@ -414,7 +418,7 @@ def _align(cols: list[Column]) -> tuple[np.ndarray, list[np.ndarray]]:
     codes = []
     for c in cols:
         if c.dictionary is None or len(c.dictionary) == 0:
-            codes.append(np.zeros(len(c), np.int32))
+            codes.append(_xp().zeros(len(c), np.int32))
         else:
             codes.append(_lookup(strings.remap(c.dictionary, merged), c.values))
     return merged, codes
@@ -536,7 +540,7 @@ def _neg(e: E.Call, batch: Batch) -> Column:
     if t.kind == "double":
         return _make(-a.values, t, a.valid)
     if t.kind in ("integer", "decimal"):
-        return _make(_checked("sub", np.zeros(len(a), np.int64), a.values, a.valid, t,
+        return _make(_checked("sub", _xp().zeros(len(a), np.int64), a.values, a.valid, t,
                               f"neg ({e})"), t, a.valid)
     raise UnsupportedSQL(f"negation of {t}")
 
@@ -648,7 +652,7 @@ def by_day(fn: Callable[[np.ndarray], np.ndarray], days: np.ndarray) -> np.ndarr
     lo, hi = int(days.min()), int(days.max())
     if hi - lo + 1 > n // 4:
         return fn(days)
-    table = fn(np.arange(lo, hi + 1, dtype=np.int64))
+    table = fn(_xp().arange(lo, hi + 1, dtype=np.int64))
     return table[days - lo]
 
 
@@ -892,9 +896,9 @@ def _string_vs_text(col: Column, text: str, name: str) -> np.ndarray:
     hi = strings.bound(d, text, "right")
     codes = col.values
     if name == "eq":
-        return codes == lo if hi > lo else np.zeros(len(codes), bool)
+        return codes == lo if hi > lo else _xp().zeros(len(codes), bool)
     if name == "ne":
-        return codes != lo if hi > lo else np.ones(len(codes), bool)
+        return codes != lo if hi > lo else _xp().ones(len(codes), bool)
     if name == "lt":
         return codes < lo
     if name == "ge":
@@ -959,8 +963,8 @@ def _logic(e: E.Call, batch: Batch) -> Column:
     evaluated again on the rows the ones before it leave undecided (DuckDB short-circuits)."""
     is_and = e.name == "and"
     n = batch.nrows
-    decided = np.zeros(n, dtype=bool)  # known false (AND) or known true (OR)
-    unknown = np.zeros(n, dtype=bool)
+    decided = _xp().zeros(n, dtype=bool)  # known false (AND) or known true (OR)
+    unknown = _xp().zeros(n, dtype=bool)
     for arg in e.args:
         try:
             col = _bools(arg, batch)
@@ -970,11 +974,11 @@ def _logic(e: E.Call, batch: Batch) -> Column:
             if len(rows) == n:
                 raise
             sub = _bools(arg, batch.subset(rows, E.refs(arg)))
-            values = np.full(n, is_and, dtype=bool)
+            values = _xp().full(n, is_and, dtype=bool)
             values[rows] = sub.values
             valid = None
             if sub.valid is not None:
-                valid = np.ones(n, dtype=bool)
+                valid = _xp().ones(n, dtype=bool)
                 valid[rows] = sub.valid
         known = _ok(valid, n)
         decided |= known & (values != is_and)
@@ -1016,13 +1020,13 @@ def _in(e: E.Call, batch: Batch) -> Column:
         listed = [i.value for i in items if i.value is not None]  # type: ignore[attr-defined]
         if x_e.type.kind == "varchar":
             hit = (_lookup(strings.isin(x.dictionary, listed), x.values) if listed and
-                   x.dictionary is not None and len(x.dictionary) else np.zeros(n, bool))
+                   x.dictionary is not None and len(x.dictionary) else _xp().zeros(n, bool))
         elif listed:
-            values = np.asarray([_literal_scalar(v, x_e.type) for v in listed],
-                                dtype=x.values.dtype)
+            values = _xp().asarray([_literal_scalar(v, x_e.type) for v in listed],
+                                   dtype=x.values.dtype)
             hit = np.isin(x.values, values)
         else:
-            hit = np.zeros(n, bool)
+            hit = _xp().zeros(n, bool)
         return _make(hit, e.type, _and(x.valid, hit) if has_null else x.valid)
     ors = E.Call("or", tuple(E.Call("eq", (x_e, i), e.type) for i in items), e.type)
     return _logic(ors, batch) if len(items) > 1 else _compare(ors.args[0], batch)  # type: ignore[arg-type]
@@ -1060,7 +1064,7 @@ def _like(e: E.Call, batch: Batch) -> Column:
     if escape is not None and len(escape) > 1:
         raise SQLError(f"ESCAPE must be a single character, got {escape!r}")
     if x.dictionary is None or len(x.dictionary) == 0:
-        return _make(np.zeros(batch.nrows, bool), e.type, x.valid)
+        return _make(_xp().zeros(batch.nrows, bool), e.type, x.valid)
     if e.name == "like" and not escape and "\\" not in pattern and "_" not in pattern:
         table = strings.like(x.dictionary, pattern)
     else:
@@ -1102,9 +1106,9 @@ def _choose(choices: list[tuple[np.ndarray, Column]], default: Column, t: SQLTyp
     codes = [c.values for c in cols]
     if t.kind == "varchar":
         dictionary, codes = _align(cols)
-    values = np.array(codes[-1], copy=True)
+    values = _xp().array(codes[-1], copy=True)
     valid = _ok(default.valid, n).copy()
-    taken = np.zeros(n, dtype=bool)
+    taken = _xp().zeros(n, dtype=bool)
     for (mask, col), v in zip(choices, codes, strict=False):
         rows = mask & ~taken
         values[rows] = v[rows]
@@ -1131,7 +1135,7 @@ def _case_whole(e: E.Case, batch: Batch) -> Column:
 def _case_by_rows(e: E.Case, batch: Batch) -> Column:
     """CASE with each condition and value evaluated only on the rows that reach it."""
     n = batch.nrows
-    left = np.arange(n)
+    left = _xp().arange(n)
     parts: list[tuple[np.ndarray, Column]] = []
     for c, v in e.whens:
         sub = batch.subset(left, E.refs(c))
@@ -1149,8 +1153,8 @@ def _case_by_rows(e: E.Case, batch: Batch) -> Column:
     if e.type.kind == "varchar":
         dictionary, codes = _align([c for _, c in parts])
     kind = physical_kind(e.type)
-    values = np.zeros(n, dtype=_DTYPES[kind])
-    valid = np.ones(n, dtype=bool)
+    values = _xp().zeros(n, dtype=_DTYPES[kind])
+    valid = _xp().ones(n, dtype=bool)
     for (rows, col), v in zip(parts, codes, strict=True):
         values[rows] = v
         if col.valid is not None:
@@ -1289,13 +1293,13 @@ def _cast_float(col: Column, dst: SQLType, try_: bool, what: str) -> Column:
 def _format_unique(values: np.ndarray, fmt: Callable[[np.ndarray], Any]) -> Column:
     """Strings of distinct values: ``fmt`` (values -> Arrow strings) runs once per value."""
     if not len(values):
-        return Column(np.zeros(0, np.int32), "string", np.zeros(0, dtype=object))
+        return Column(_xp().zeros(0, np.int32), "string", np.zeros(0, dtype=object))
     if values.dtype.kind == "f":  # by bits: -0.0 prints apart from 0.0
         bits, inverse = np.unique(values.view(np.int64), return_inverse=True)
         unique = bits.view(np.float64)
     else:
         unique, inverse = np.unique(values, return_inverse=True)
-    enc = _encode(fmt(unique))
+    enc = _encode(fmt(to_host(unique)))  # text is made on the host, once per value
     return Column(enc.values[inverse.reshape(-1)].astype(np.int32), "string", enc.dictionary)
 
 
@@ -1598,7 +1602,7 @@ def _strpos(e: E.Call, batch: Batch) -> Column:
     if needle is None:
         return null_column(e.type, batch.nrows)
     if needle == "":
-        return _make(np.ones(batch.nrows, np.int64), e.type, x.valid)
+        return _make(_xp().ones(batch.nrows, np.int64), e.type, x.valid)
 
     def position(w: Any) -> Any:
         pc = _pc()
@@ -1681,7 +1685,7 @@ def _round(e: E.Call, batch: Batch) -> Column:
             return _make(x.values, e.type, x.valid)
         m = _pow10(-digits)
         r = _div_round(x.values.astype(np.int64), m)
-        return _make(_checked("mul", r, np.full(len(r), m if m <= _I64_MAX else 0),
+        return _make(_checked("mul", r, _xp().full(len(r), m if m <= _I64_MAX else 0),
                               x.valid, e.type, f"round ({e})"), e.type, x.valid)
     if t.kind == "decimal":
         s = t.scale

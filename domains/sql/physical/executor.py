@@ -20,6 +20,7 @@ from hpc.domains.sql.errors import SQLError
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.logical.partial import state_name, states
+from hpc.domains.sql.ops import columns_on_host
 from hpc.domains.sql.optimizer.distribute import equi_keys
 from hpc.domains.sql.table import (
     Column,
@@ -32,11 +33,13 @@ from hpc.domains.sql.table import (
     settle_columns,
 )
 
+from hpc.backend import Backend, get_backend, to_host
 from hpc.jit import SERIAL_BELOW, serial_below
 
 from .aggregates import Sums, aggregate_column, fusable
 from .checked import group_sums_many
 from .columns import carried_keys, group_keys, sort_order, stack
+from .device import on_device, running_on
 from .evaluate import Batch, evaluate
 from .exchange import Ranks, agree, exchange, global_count_many, mark_global, skewed
 from .join import Side, join, null_safe_keys
@@ -59,7 +62,7 @@ def _rows_where(c: Column) -> np.ndarray:
 
 def _true(c: Column) -> np.ndarray:
     """Where a boolean column is TRUE (not FALSE, not NULL), as a mask."""
-    keep = np.asarray(c.values, dtype=bool)
+    keep = c.values if c.values.dtype == np.bool_ else c.values.astype(np.bool_)
     return keep & c.valid if c.valid is not None else keep
 
 
@@ -133,7 +136,7 @@ def _kept(side: Side, rows: np.ndarray) -> Side:
     reads of a join above (composed, those reads would go to the whole column)."""
     if len(rows) == side.nrows:
         return Side(dict(side.columns), side.nrows)
-    if not DEFER_FILTERS or len(rows) * DEFER_FROM < side.nrows:
+    if not DEFER_FILTERS or len(rows) * DEFER_FROM < side.nrows or on_device():
         return _take(side, rows)  # few rows: gathered now, small enough to stay in cache
     shared = Rows(rows)
     return Side({n: deferred_gather(c, shared) if type(c) in (Column, Deferred)
@@ -186,7 +189,10 @@ class Executor:
         Record rows and seconds per node (:attr:`profile`).
     """
 
-    def __init__(self, catalog: Catalog, comm: Any, analyze: bool = False) -> None:
+    def __init__(self, catalog: Catalog, comm: Any, analyze: bool = False,
+                 backend: Backend | None = None) -> None:
+        self.backend = backend or get_backend("cpu")
+        self._host = get_backend("cpu")  # where operators the device lacks run
         self.catalog = catalog
         self.scans = ScanCache(catalog)
         self.comm = comm
@@ -212,6 +218,10 @@ class Executor:
         runs once."""
         if not isinstance(plan, P.Output):
             raise TypeError("run: the plan must end in an Output node")
+        with running_on(self.backend):
+            return self._run(plan)
+
+    def _run(self, plan: P.Output) -> Table:
         seen = Counter(P.nodes(plan))
         self._shared = {node: None for node, count in seen.items() if count > 1}
         self._grouped_filters = {id(n.input) for n in seen if isinstance(n, P.Aggregate)
@@ -226,6 +236,8 @@ class Executor:
         names = _unique(plan.names)
         with serial_below(side.nrows):
             settled = settle_columns(side.columns)  # carried strings: on the rows left
+        if self.backend.is_gpu:  # the result on the host
+            settled = columns_on_host(settled)
         cols = [_presented(settled[f.name], f) for f in plan.input.schema]
         return Table(dict(zip(names, cols, strict=True)))
 
@@ -249,7 +261,7 @@ class Executor:
             small = bool(node.inputs) and not isinstance(node, P.Exchange)
             try:
                 with serial_below(rows if small else SERIAL_BELOW):
-                    out = self._ops[type(node)](node)
+                    out = self._own_work(node)
             finally:
                 for child in node.inputs:
                     self._ready.pop(id(child), None)
@@ -259,6 +271,18 @@ class Executor:
             rows = out.count if isinstance(out, Masked) else out.nrows
             self.profile[id(node)] = (rows, time.perf_counter() - t0)
         return out
+
+    def _own_work(self, node: P.Node) -> Side:
+        """The node's operator on its inputs, on the host where the run's device has no
+        operator for it yet (:func:`on_host`): its inputs moved to the host, its rows moved
+        back."""
+        if not self.backend.is_gpu or not on_host(node):
+            return self._ops[type(node)](node)
+        for child in () if isinstance(node, P.Exchange) else node.inputs:
+            self._ready[id(child)] = _side_on(self._host, self._ready[id(child)])
+        with running_on(self._host):
+            out = self._ops[type(node)](node)
+        return _side_on(self.backend, out)
 
     def global_profile(self) -> dict[int, tuple[int, float]]:
         """Collective. :attr:`profile` with the rows summed over the ranks (the seconds are
@@ -274,13 +298,18 @@ class Executor:
     # -- leaves -----------------------------------------------------------------------------
     def _scan(self, node: P.Scan) -> Side:
         sources = [source for _, source, _ in node.columns]
-        table = self.scans.load(node.table, sources, self.comm, unsorted=node.raw)
+        device = self.backend.is_gpu  # strings settled and decimals converted on the host
+        table = self.scans.load(node.table, sources, self.comm,
+                                unsorted=() if device else node.raw)
         cols = {}
         for (name, source, t) in node.columns:
             raw = table[source]
             key = (id(raw), t)  # a table scanned twice converts its decimals once
             if key not in self._converted:
-                self._converted[key] = (raw, _physical(raw, t))
+                physical = _physical(raw, t, lazy=not device)
+                if device:
+                    physical = _on_device(self.backend, physical)
+                self._converted[key] = (raw, physical)
             cols[name] = self._converted[key][1]
         return Side(cols, table.num_rows)
 
@@ -293,7 +322,8 @@ class Executor:
     # -- row-wise ---------------------------------------------------------------------------
     def _filter(self, node: P.Filter) -> Side:
         side = self.side(node.input)
-        grouped = id(node) in self._grouped_filters and not node.settle
+        grouped = id(node) in self._grouped_filters and not node.settle and \
+            not self.backend.is_gpu  # (the aggregate's masked groups: a CPU kernel)
         rows = _rows_passing(node.condition, side, as_mask=grouped)
         if rows.dtype == np.bool_:  # a mask: the filter kept at least half of the rows
             count = int(np.count_nonzero(rows))
@@ -450,6 +480,8 @@ class Executor:
         # the ranks meet here: an error below on any rank is raised on all of them first
         try:
             side, failure = self.side(node.input), None
+            if self.backend.is_gpu and on_host(node):
+                side = _side_on(self._host, side)
             keys = [evaluate(e, _batch(side)) for e in node.keys or
                     [k.expr for k in node.order]]
             order = [evaluate(k.expr, _batch(side)) for k in node.order] \
@@ -471,12 +503,13 @@ class Executor:
         return self.side(node.input)
 
 
-def _physical(c: Column, t: Any) -> Column:
-    """A scanned column in the physical form of its logical type."""
+def _physical(c: Column, t: Any, lazy: bool = True) -> Column:
+    """A scanned column in the physical form of its logical type (``lazy``: a decimal
+    converted when read, where that applies)."""
     if t.kind == "decimal" and c.kind != "decimal":
-        lazy = lazy_decimal(c, t.scale)  # converted when read: only the rows kept, if few
-        if lazy is not None:
-            return lazy
+        deferred = lazy_decimal(c, t.scale) if lazy else None  # converted when read: only
+        if deferred is not None:  # the rows kept, if few
+            return deferred
         exact = c.unscaled(t.scale) if isinstance(c, Decimals) else None
         if exact is None:  # through float64: exact up to 15 digits
             exact = np.rint(np.asarray(c.values, dtype=np.float64) * 10.0 ** t.scale).astype(
@@ -485,6 +518,37 @@ def _physical(c: Column, t: Any) -> Column:
     if c.kind == "string" and not c.raw:
         mark_global(c.dictionary)
     return c
+
+
+# operators that run on the device (the others run on the host, see Executor._own_work)
+_ON_DEVICE: tuple[type, ...] = (P.Scan, P.Output, P.Filter, P.Project)
+
+
+def on_host(node: P.Node) -> bool:
+    """Whether the GPU backend runs ``node``'s operator on the host (its inputs moved there
+    and its rows moved back): the device has no operator for it yet."""
+    return not isinstance(node, _ON_DEVICE)
+
+
+def _side_on(where: Backend, side: Side) -> Side:
+    """``side``'s rows with their columns on ``where``'s device (or host)."""
+    if where.is_gpu:
+        cols = {n: _on_device(where, c) for n, c in side.columns.items()}
+    else:
+        cols = columns_on_host(settle_columns(side.columns))
+    if isinstance(side, Masked):
+        kept = where.xp.asarray(side.kept) if where.is_gpu else to_host(side.kept)
+        return Masked(cols, side.nrows, kept, side.count)
+    return Side(cols, side.nrows)
+
+
+def _on_device(backend: Backend, c: Column) -> Column:
+    """A host column on ``backend``'s device (a string column's dictionary stays on the
+    host: string functions run on it, and its codes map the results back to the rows)."""
+    c = settle(c)
+    move = backend.xp.asarray
+    return Column(move(to_host(c.values)), c.kind, c.dictionary,
+                  None if c.valid is None else move(to_host(c.valid)))
 
 
 def _presented(c: Column, f: P.Field) -> Column:

@@ -20,7 +20,7 @@ import numpy as np
 
 def main() -> int:
     mode, data, queries = sys.argv[1], sys.argv[2], [int(q) for q in sys.argv[3:]]
-    if mode == "sim":
+    if mode in ("sim", "strict"):
         assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run under the CUDA simulator"
     import duckdb
     import pandas as pd
@@ -33,7 +33,12 @@ def main() -> int:
 
     comm = world()
     rank0 = comm.Get_rank() == 0
-    backend = Backend("gpu", np) if mode == "sim" else get_backend("gpu")
+    if mode == "strict":  # device arrays that refuse what CuPy refuses (hpc.testing.device)
+        from hpc.testing.device import simulated_backend
+
+        backend = simulated_backend()
+    else:
+        backend = Backend("gpu", np) if mode == "sim" else get_backend("gpu")
     options = QueryOptions(backend=backend, broadcast_rows=100 if comm.Get_size() > 2 else 10**6)
     failures = []
     con = duckdb.connect()

@@ -107,3 +107,18 @@ def test_every_feature_has_enough_queries_and_notes():
     assert len(QUERIES) >= 130
     missing = [q.id for q in QUERIES if q.status != "ok" and not q.note]
     assert not missing, f"pending and wrong queries need a note: {missing}"
+
+
+@pytest.mark.cudasim
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("nranks,broadcast_rows", [(1, 1_000_000)])
+def test_queries_on_the_device_against_duckdb(tables, nranks, broadcast_rows):
+    """The layered engine on the GPU backend (the CUDA simulator, columns as strict
+    stand-ins for CuPy arrays: a host array mixed into device work fails as on a GPU)
+    answers every query the layered engine answers on the CPU, like DuckDB."""
+    directory, _, _ = tables
+    ok = sum(q.status != "pending" for q in QUERIES)
+    proc = run_mpi(nranks, [str(mpi_script("check_sql_differential.py")), str(directory),
+                            str(broadcast_rows), "device"], timeout=280,
+                   env={"NUMBA_ENABLE_CUDASIM": "1"})
+    assert f"ok: {ok} queries on {nranks} ranks" in proc.stdout, proc.stdout

@@ -1,0 +1,1 @@
+"""Tools for testing code written for the library's backends (see :mod:`.device`)."""
