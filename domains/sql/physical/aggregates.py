@@ -25,6 +25,8 @@ from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical.types import SQLType
 from hpc.domains.sql.table import Column
 
+from .device import kernels, on_device
+from .device import xp as _xp
 from .evaluate import (
     DAY_US,
     _encode,
@@ -69,7 +71,7 @@ def aggregate_column(agg: E.Aggregate, ids: np.ndarray, ngroups: int, args: list
     SQLError
         A SUM that overflows 64 bits (HUGEINT and DECIMAL(38, s) sums are held in int64).
     """
-    ids = np.asarray(ids, dtype=np.int64)
+    ids = _xp().asarray(ids, dtype=np.int64)
     if agg.name == "count_star":
         return _make(np.bincount(ids, minlength=ngroups)[:ngroups], agg.type)
     if not args:
@@ -78,10 +80,11 @@ def aggregate_column(agg: E.Aggregate, ids: np.ndarray, ngroups: int, args: list
     col, t = args[0], types[0]
     if t.kind == "null":  # a bare NULL argument: no value to aggregate
         if agg.name == "count":
-            return _make(np.zeros(ngroups, np.int64), agg.type)
+            return _make(_xp().zeros(ngroups, np.int64), agg.type)
         return null_column(agg.type, ngroups)
     n = len(ids)
-    mask = np.ones(n, dtype=bool) if col.valid is None else np.asarray(col.valid, dtype=bool)
+    mask = _xp().ones(n, dtype=bool) if col.valid is None else \
+        _xp().asarray(col.valid, dtype=bool)
     if agg.distinct and agg.name not in ("min", "max", "bool_and", "bool_or", "first"):
         mask = mask & _first_of_pairs(ids, _key(col, t), mask)
     fn = _REDUCERS.get(agg.name)
@@ -143,10 +146,28 @@ def _counts(ids: np.ndarray, mask: np.ndarray, ngroups: int) -> np.ndarray:
 def _exact_sum(ids: np.ndarray, values: np.ndarray, mask: np.ndarray, ngroups: int
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(sums, counts, overflowed) of int64 values per group, exactly (one parallel pass,
-    :func:`.checked.group_sums`)."""
+    :func:`.checked.group_sums`; on the device, the sums of the values' 32-bit halves by
+    the device's group sums, exact below 2**31 rows)."""
     from .checked import group_sums
 
-    return group_sums(ids, values, mask, ngroups)
+    if not on_device():
+        return group_sums(ids, values, mask, ngroups)
+    ops, x = kernels(), _xp()
+    high, _ = ops.reduce_groups(x, "sum", ids, ngroups, values >> 32, mask)
+    low, _ = ops.reduce_groups(x, "sum", ids, ngroups, values & 0xFFFFFFFF, mask)
+    counts, _ = ops.reduce_groups(x, "count", ids, ngroups, values, mask)
+    top = high + (low >> 32)
+    overflowed = (top < -(2**31)) | (top >= 2**31)
+    return (top << 32) | (low & 0xFFFFFFFF), counts, overflowed
+
+
+def _group_minmax(ids: np.ndarray, values: np.ndarray, mask: np.ndarray, ngroups: int,
+                  want_max: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(min or max, has a value) per group over the ``mask`` rows, on the run's device."""
+    if not on_device():
+        return minmax(ids, values, mask, ngroups, want_max)
+    return kernels().reduce_groups(_xp(), "max" if want_max else "min", ids, ngroups, values,
+                                   mask)
 
 
 def _sorted_groups(ids: np.ndarray, mask: np.ndarray, key: np.ndarray, ngroups: int
@@ -255,18 +276,18 @@ def _minmax(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQL
     v = col.values
     want_max = agg.name == "max"
     if v.dtype == np.bool_:
-        out, seen = minmax(ids, v.view(np.uint8), mask, ngroups, want_max)
+        out, seen = _group_minmax(ids, v.view(np.uint8), mask, ngroups, want_max)
         return _make(out.astype(bool), agg.type, seen)
     if v.dtype.kind == "f":  # DuckDB: NaN is above every number
         nan = np.isnan(v) & mask
         finite = mask & ~nan
-        out, _ = minmax(ids, np.where(finite, v, 0.0), finite, ngroups, want_max)
+        out, _ = _group_minmax(ids, np.where(finite, v, 0.0), finite, ngroups, want_max)
         nans = np.bincount(ids[nan], minlength=ngroups)[:ngroups]
         valid = _counts(ids, mask, ngroups)
         numbers = _counts(ids, finite, ngroups)
         out = np.where((nans > 0) & (want_max | (numbers == 0)), np.nan, out)
         return _make(out, agg.type, valid > 0)
-    out, seen = minmax(ids, v, mask, ngroups, want_max)
+    out, seen = _group_minmax(ids, v, mask, ngroups, want_max)
     return _make(out, agg.type, seen, col.dictionary if col.kind == "string" else None)
 
 

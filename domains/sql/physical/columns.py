@@ -4,11 +4,12 @@ ORDER BY keys, and the rows of two columns one after the other."""
 from __future__ import annotations
 
 import numpy as np
-from hpc.domains.sql import strings
+from hpc.domains.sql import ops, strings
 from hpc.domains.sql.aggregate import combine_ids, group_ids
 from hpc.domains.sql.table import Column, settle
 
 from .aggregates import sort_rank
+from .device import backend, on_device, xp
 
 __all__ = ["carried_keys", "differing_rows", "group_keys", "sort_order", "stack"]
 
@@ -16,8 +17,9 @@ __all__ = ["carried_keys", "differing_rows", "group_keys", "sort_order", "stack"
 def group_keys(cols: list[Column], n: int) -> tuple[np.ndarray, int, np.ndarray]:
     """Dense group ids of rows by key columns (NULL a value of its own), their count and
     each group's first row."""
+    x = xp()
     if not cols:
-        return np.zeros(n, np.int64), 1, np.zeros(1, np.int64)
+        return x.zeros(n, np.int64), 1, x.zeros(1, np.int64)
     arrays, valids = [], []
     for c in cols:
         v = c.values
@@ -26,9 +28,12 @@ def group_keys(cols: list[Column], n: int) -> tuple[np.ndarray, int, np.ndarray]
         elif v.dtype.kind == "b":
             v = v.astype(np.int64)
         if c.valid is not None:
-            v = np.where(c.valid, v, np.zeros(1, v.dtype))
+            v = x.where(c.valid, v, v.dtype.type(0))
         arrays.append(v)
         valids.append(c.valid)
+    if on_device():
+        where = backend()
+        return ops.group_ids(where, ops.combine_ids(where, arrays, valids))
     ids, ngroups, first = group_ids(combine_ids(arrays, valids))
     return ids, ngroups, first
 
@@ -91,8 +96,9 @@ def stack(a: Column, b: Column) -> Column:
 def sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
     """Row order for ORDER BY keys ``(column, ascending, nulls_first)`` (stable; NULLs tie
     with each other)."""
+    x = xp()
     if not keys:
-        return np.arange(n)
+        return x.arange(n)
     arrays = []
     for col, ascending, nulls_first in keys:
         v = col.values
@@ -102,20 +108,20 @@ def sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
         if v.dtype.kind == "b":
             v = v.astype(np.int8)
         if col.valid is not None:  # the values under NULLs are noise: make them tie
-            v = np.where(col.valid, v, np.zeros(1, v.dtype))
+            v = x.where(col.valid, v, v.dtype.type(0))
         if not ascending:
             v = ~v.astype(np.int64)
         if col.valid is not None:
             null = (~col.valid).astype(np.int8)
             arrays.append(-null if nulls_first else null)
         arrays.append(v)
-    packed = _packed(arrays + [np.arange(n, dtype=np.int64)], n)
+    packed = _packed(arrays + [x.arange(n, dtype=np.int64)], n)
     if packed is not None:  # the row number last: keys unique, any sort is the stable one
         return np.argsort(packed)
     packed = _packed(arrays, n)
     if packed is not None:
         return np.argsort(packed, kind="stable")
-    return np.lexsort(arrays[::-1])
+    return x.lexsort(x.stack(arrays[::-1]))
 
 
 def _packed(arrays: list[np.ndarray], n: int) -> np.ndarray | None:
@@ -130,7 +136,7 @@ def _packed(arrays: list[np.ndarray], n: int) -> np.ndarray | None:
         spans.append((lo, max(hi - lo, 0).bit_length()))
     if sum(bits for _, bits in spans) > 62:
         return None
-    out = np.zeros(n, np.int64)
+    out = xp().zeros(n, np.int64)
     for a, (lo, bits) in zip(arrays, spans, strict=True):
         if bits:
             out = (out << bits) | (a.astype(np.int64) - lo)

@@ -39,7 +39,7 @@ from hpc.jit import SERIAL_BELOW, serial_below
 from .aggregates import Sums, aggregate_column, fusable
 from .checked import group_sums_many
 from .columns import carried_keys, group_keys, sort_order, stack
-from .device import on_device, running_on
+from .device import on_device, running_on, xp
 from .evaluate import Batch, evaluate
 from .exchange import Ranks, agree, exchange, global_count_many, mark_global, skewed
 from .join import Side, join, null_safe_keys
@@ -102,7 +102,7 @@ def _fused_sums(node: P.Aggregate, batch: Batch, ids: np.ndarray, ngroups: int
     """The exact sums per group of every :func:`~.aggregates.fusable` SUM and AVG of a
     complete aggregate, in one pass over the group ids when there are several: name ->
     (its argument, its sums)."""
-    if node.phase != "complete":
+    if node.phase != "complete" or on_device():  # (on the device: each SUM on its own)
         return {}
     fused = [(name, agg) for name, agg in node.aggregates if fusable(agg)]
     programs = compile_sums([agg.args[0] for _, agg in fused]) if FUSE_ARITHMETIC else None
@@ -473,7 +473,7 @@ class Executor:
     def _limit(self, node: P.Limit) -> Side:
         side = self.side(node.input)
         stop = side.nrows if node.limit is None else min(side.nrows, node.offset + node.limit)
-        return _take(side, np.arange(min(node.offset, side.nrows), stop))
+        return _take(side, xp().arange(min(node.offset, side.nrows), stop))
 
     # -- movement ---------------------------------------------------------------------------
     def _exchange(self, node: P.Exchange) -> Side:
@@ -521,12 +521,19 @@ def _physical(c: Column, t: Any, lazy: bool = True) -> Column:
 
 
 # operators that run on the device (the others run on the host, see Executor._own_work)
-_ON_DEVICE: tuple[type, ...] = (P.Scan, P.Output, P.Filter, P.Project)
+_ON_DEVICE: tuple[type, ...] = (P.Scan, P.Output, P.Filter, P.Project, P.Sort, P.Limit,
+                                P.Distinct)
+# aggregates with device kernels (exact sums by 32-bit halves, min and max, counts)
+_DEVICE_AGGREGATES = frozenset({"count_star", "count", "sum", "avg", "min", "max"})
 
 
 def on_host(node: P.Node) -> bool:
     """Whether the GPU backend runs ``node``'s operator on the host (its inputs moved there
     and its rows moved back): the device has no operator for it yet."""
+    if isinstance(node, P.Aggregate):
+        return node.phase != "complete" or not all(
+            agg.name in _DEVICE_AGGREGATES and not agg.distinct and agg.filter is None
+            and not agg.order for _, agg in node.aggregates)
     return not isinstance(node, _ON_DEVICE)
 
 
