@@ -521,7 +521,7 @@ def _physical(c: Column, t: Any, lazy: bool = True) -> Column:
 
 
 # operators that run on the device (the others run on the host, see Executor._own_work)
-_ON_DEVICE: tuple[type, ...] = (P.Scan, P.Output, P.Filter, P.Project, P.Sort, P.Limit,
+_ON_DEVICE: tuple[type, ...] = (P.Scan, P.Output, P.Filter, P.Project, P.Sort, P.Limit, P.Join,
                                 P.Distinct)
 # aggregates with device kernels (exact sums by 32-bit halves, min and max, counts)
 _DEVICE_AGGREGATES = frozenset({"count_star", "count", "sum", "avg", "min", "max"})

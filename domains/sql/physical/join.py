@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from hpc.domains.sql import strings
+from hpc.domains.sql import ops, strings
 from hpc.domains.sql.aggregate import combine_ids
 from hpc.domains.sql.errors import SQLError
 from hpc.domains.sql.join import hash_join
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.table import Column
 
+from .device import backend, kernels, on_device
+from .device import xp as _xp
 from .evaluate import Batch, evaluate
 
 __all__ = ["Side", "join"]
@@ -46,8 +48,9 @@ def _key_values(x: Column, y: Column) -> tuple[np.ndarray, np.ndarray]:
         merged = strings.merge([x.dictionary, y.dictionary])
         rx = strings.remap(x.dictionary, merged).astype(np.int64)
         ry = strings.remap(y.dictionary, merged).astype(np.int64)
-        return (rx[x.values] if len(rx) else np.zeros(len(x), np.int64),
-                ry[y.values] if len(ry) else np.zeros(len(y), np.int64))
+        # (the remapping tables, from the host's dictionaries, go where the codes are)
+        return (_xp().asarray(rx)[x.values] if len(rx) else _xp().zeros(len(x), np.int64),
+                _xp().asarray(ry)[y.values] if len(ry) else _xp().zeros(len(y), np.int64))
     if x.values.dtype.kind == "f" or y.values.dtype.kind == "f":
         return ((x.values.astype(np.float64) + 0.0).view(np.int64),
                 (y.values.astype(np.float64) + 0.0).view(np.int64))
@@ -66,8 +69,8 @@ def null_safe_keys(lkeys: list[Column], rkeys: list[Column], safe: list[bool]
             right.append(b)
             continue
         for out, c in ((left, a), (right, b)):
-            valid = np.ones(len(c), bool) if c.valid is None else c.valid
-            zero = np.zeros(1, c.values.dtype)
+            valid = _xp().ones(len(c), bool) if c.valid is None else c.valid
+            zero = _xp().zeros(1, c.values.dtype)
             out.append(Column(np.where(valid, c.values, zero), c.kind, c.dictionary))
             out.append(Column(valid.astype(np.int64), "int"))
     return left, right
@@ -90,7 +93,8 @@ def _keys(lcols: list[Column], rcols: list[Column], nl: int,
         lk, rk = pairs[0]
     else:
         both = [np.concatenate([a, b]) for a, b in pairs]
-        ids = combine_ids(both, [None] * len(both))
+        ids = ops.combine_ids(backend(), both, [None] * len(both)) if on_device() else \
+            combine_ids(both, [None] * len(both))
         lk, rk = ids[:nl], ids[nl:]
     return lk, _valid(lcols, nl), rk, _valid(rcols, nr)
 
@@ -103,20 +107,28 @@ def _pairs(left: Side, right: Side, lkeys: list[Column], rkeys: list[Column],
     if lkeys:
         lk, lv, rk, rv = _keys(lkeys, rkeys, left.nrows, right.nrows)
         if swap and right.nrows > _BUILD_LARGER * left.nrows:
-            ri, li = hash_join(rk, lk, "inner", rv, lv)  # the smaller side is the hash table
+            ri, li = _pairs_of(rk, lk, rv, lv)  # the smaller side is the hash table
         else:
-            li, ri = hash_join(lk, rk, "inner", lv, rv)
+            li, ri = _pairs_of(lk, rk, lv, rv)
         yield li, ri
         return
     if left.nrows * right.nrows == 0:
-        yield np.zeros(0, np.int64), np.zeros(0, np.int64)
+        yield _xp().zeros(0, np.int64), _xp().zeros(0, np.int64)
         return
     step = max(1, _PAIR_BLOCK // max(right.nrows, 1))
     for lo in range(0, left.nrows, step):
         hi = min(left.nrows, lo + step)
-        li = np.repeat(np.arange(lo, hi, dtype=np.int64), right.nrows)
-        ri = np.tile(np.arange(right.nrows, dtype=np.int64), hi - lo)
+        li = _xp().repeat(_xp().arange(lo, hi, dtype=np.int64), right.nrows)
+        ri = _xp().tile(_xp().arange(right.nrows, dtype=np.int64), hi - lo)
         yield li, ri
+
+
+def _pairs_of(probe: np.ndarray, build: np.ndarray, probe_valid: Any, build_valid: Any
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """The row pairs with equal keys (neither NULL), by the run's device's hash join."""
+    if on_device():
+        return kernels().join(_xp(), probe, build, "inner", probe_valid, build_valid)
+    return hash_join(probe, build, "inner", probe_valid, build_valid)
 
 
 _BUILD_LARGER = 2  # a marking join builds its right side unless this many times the left
@@ -129,9 +141,9 @@ def _truth(e: E.Expr, left: Side, right: Side, li: np.ndarray,
     cols = {n: c.take(li) for n, c in left.columns.items() if n in used}
     cols.update({n: c.take(ri) for n, c in right.columns.items() if n in used})
     v = evaluate(e, Batch(cols, len(li)))
-    values = np.asarray(v.values, dtype=bool)
+    values = v.values if v.values.dtype == np.bool_ else v.values.astype(np.bool_)
     if v.valid is None:
-        return values, np.zeros(len(li), bool)
+        return values, _xp().zeros(len(li), bool)
     return values & v.valid, ~v.valid
 
 
@@ -167,9 +179,9 @@ def join(kind: str, left: Side, right: Side, lkeys: list[Column], rkeys: list[Co
             li, ri = li[true], ri[true]
         li_parts.append(li)
         ri_parts.append(ri)
-    li = np.concatenate(li_parts) if li_parts else np.zeros(0, np.int64)
-    ri = np.concatenate(ri_parts) if ri_parts else np.zeros(0, np.int64)
-    matched = np.zeros(left.nrows, bool)
+    li = np.concatenate(li_parts) if li_parts else _xp().zeros(0, np.int64)
+    ri = np.concatenate(ri_parts) if ri_parts else _xp().zeros(0, np.int64)
+    matched = _xp().zeros(left.nrows, bool)
     matched[li] = True
     if kind == "inner":
         return _take(left, right, li, ri)
@@ -177,7 +189,7 @@ def join(kind: str, left: Side, right: Side, lkeys: list[Column], rkeys: list[Co
         rows = np.flatnonzero(matched if kind == "semi" else ~matched)
         return Side({n: c.take(rows) for n, c in left.columns.items()}, len(rows))
     if kind in ("mark", "anti"):
-        unknown = np.zeros(left.nrows, bool)
+        unknown = _xp().zeros(left.nrows, bool)
         for part in unknown_parts:
             unknown[part] = True
         if null_aware:
@@ -201,14 +213,14 @@ def join(kind: str, left: Side, right: Side, lkeys: list[Column], rkeys: list[Co
             raise SQLError("more than one row returned by a subquery used as an expression")
     lonely = np.flatnonzero(~matched)
     li_all = np.concatenate([li, lonely])
-    ri_all = np.concatenate([ri, np.full(len(lonely), -1, np.int64)])
+    ri_all = np.concatenate([ri, _xp().full(len(lonely), -1, np.int64)])
     order = np.argsort(li_all, kind="stable")
     li_all, ri_all = li_all[order], ri_all[order]
     if kind == "full":
-        seen = np.zeros(right.nrows, bool)
+        seen = _xp().zeros(right.nrows, bool)
         seen[ri] = True
         extra = np.flatnonzero(~seen)
-        li_all = np.concatenate([li_all, np.full(len(extra), -1, np.int64)])
+        li_all = np.concatenate([li_all, _xp().full(len(extra), -1, np.int64)])
         ri_all = np.concatenate([ri_all, extra])
     return _take(left, right, li_all, ri_all)
 
