@@ -48,6 +48,9 @@ timeout 240 $PY -m hpc cfd cavity --n 64 --re 100 --backend gpu --check-every 50
   | tee -a "$LOG"
 timeout 240 $PY -m hpc bench lbm --json --backend gpu --no-lbmpy --size3d 256 2>&1 | tail -1 \
   | tee -a "$LOG"
+step "CFD bodies on the GPU: cylinder vs the CPU path (1e-12), bitwise repeatable, MLUPS"
+timeout 300 $PY tests/domains/cfd/check_bodies_gpu.py gpu bench 2>&1 | tail -5 | tee -a "$LOG"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
 
 fi
 if want mc; then

@@ -133,7 +133,8 @@ class BodyInChannel(Case):
         if self.solver.solid is None:
             return out
         local = self.decomp.allocate(np.float64)
-        local[self.decomp.interior_slices] = self.solver.solid[self.decomp.interior_slices]
+        solid = self.solver.solid[self.decomp.interior_slices]
+        local[self.decomp.interior_slices] = self.decomp.backend.asarray(solid, np.float64)
         out["solid"] = local
         return out
 

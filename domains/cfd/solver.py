@@ -207,7 +207,8 @@ class LBMSolver:
     bodies : sequence of Body, optional
         Solids in the flow (:mod:`hpc.domains.cfd.geometry`): their cells become walls and
         their boundary links take Bouzidi's interpolated bounce-back (``curved=True``) or
-        half-way bounce-back; :meth:`body_force` gives the force on them. Pull streaming.
+        half-way bounce-back; :meth:`body_force` gives the force on them. Pull streaming;
+        on the GPU the links are held and updated on the device.
     curved : bool
         Interpolated (second-order) bounce-back on the bodies' links, else half-way.
     """
@@ -285,8 +286,6 @@ class LBMSolver:
             raise ValueError(
                 "streaming='aa' does not support open boundaries or bodies; use 'pull'"
             )
-        if bodies and self.backend.is_gpu:
-            raise ValueError("bodies run on the CPU backend only (no GPU kernel yet)")
         self.streaming = streaming
         target = self.backend.name  # the generator writes the kernel for this device
         ghost = tuple(decomp.ghost_shape)
@@ -426,7 +425,9 @@ class LBMSolver:
         if not curved:
             links.q[:] = 0.5  # half-way bounce-back: the interpolation gives f*_k(x) back
         self.solid = solid
-        self.bounce = InterpolatedBounceBack(self.lattice, links, tuple(d.ghost_shape), d.comm)
+        self.bounce = InterpolatedBounceBack(
+            self.lattice, links, tuple(d.ghost_shape), d.comm, self.backend
+        )
         return base
 
     def body_force(self) -> np.ndarray:
@@ -563,6 +564,7 @@ class LBMSolver:
             b.kind,
             b.density,
             velocity,
+            self.backend,
         )
 
     def coordinates(self) -> list[np.ndarray]:

@@ -21,7 +21,7 @@ from hpc.domains.cfd.solver import LBMSolver
 from hpc.domains.cfd.units import LatticeUnits
 
 from hpc.decomposition import CartDecomposition
-from tests.conftest import mpi_script, run_mpi
+from tests.conftest import ROOT, mpi_script, run_cudasim, run_mpi
 
 
 def _centres(decomp: CartDecomposition) -> list[np.ndarray]:
@@ -322,3 +322,27 @@ def test_cylinder_takes_mrt_and_the_smagorinsky_closure_from_the_command_line(tm
     assert np.isfinite(cds["0"]) and cds["0"] > 0
     assert cds["0.1"] != cds["0"], "the closure changed nothing: not applied"
     assert cds["0.1"] == pytest.approx(cds["0"], rel=0.05)
+
+
+@pytest.mark.cudasim
+@pytest.mark.timeout(300)
+def test_cylinder_on_the_simulated_gpu_path_equals_the_cpu_path():
+    # the fused kernel, the NEE faces, the convective outlet and the Bouzidi links as
+    # numba.cuda kernels (the link lists and terms on the "device"), against the CPU path
+    proc = run_cudasim("check_bodies_gpu.py", "sim", timeout=280)
+    assert "the GPU path equals the CPU path" in proc.stdout
+    assert proc.stdout.count(" bitwise") == 2, proc.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+def test_cylinder_on_the_gpu_equals_the_cpu_and_repeats_bitwise():
+    import subprocess
+    import sys
+
+    script = str(mpi_script("check_bodies_gpu.py"))
+    proc = subprocess.run(
+        [sys.executable, script, "gpu"], capture_output=True, text=True, timeout=280, cwd=ROOT
+    )
+    assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr}"
+    assert proc.stdout.count("repeated GPU run bitwise") == 2, proc.stdout
