@@ -276,8 +276,8 @@ class Executor:
         """The node's operator on its inputs, on the host where the run's device has no
         operator for it yet (:func:`on_host`): its inputs moved to the host, its rows moved
         back."""
-        if not self.backend.is_gpu or not on_host(node):
-            return self._ops[type(node)](node)
+        if not self.backend.is_gpu or not on_host(node) or isinstance(node, P.Exchange):
+            return self._ops[type(node)](node)  # (an exchange computes its input itself)
         for child in () if isinstance(node, P.Exchange) else node.inputs:
             self._ready[id(child)] = _side_on(self._host, self._ready[id(child)])
         with running_on(self._host):
@@ -479,13 +479,24 @@ class Executor:
     def _exchange(self, node: P.Exchange) -> Side:
         # the ranks meet here: an error below on any rank is raised on all of them first
         try:
-            side, failure = self.side(node.input), None
-            if self.backend.is_gpu and on_host(node):
-                side = _side_on(self._host, side)
-            keys = [evaluate(e, _batch(side)) for e in node.keys or
-                    [k.expr for k in node.order]]
-            order = [evaluate(k.expr, _batch(side)) for k in node.order] \
-                if node.how == "partition" else []
+            side, failure = self.side(node.input), None  # (its input on the run's device)
+        except SQLError as exc:
+            side, failure = None, exc
+        if not self.backend.is_gpu or failure is not None:
+            return self._moved(node, side, failure)
+        with running_on(self._host):  # the rows move through the host (see on_host)
+            out = self._moved(node, _side_on(self._host, side), None)
+        return _side_on(self.backend, out)
+
+    def _moved(self, node: P.Exchange, side: Side | None, failure: SQLError | None) -> Side:
+        """Collective. The exchange of ``side``'s rows (``failure``: an error computing them
+        on this rank, raised on every rank)."""
+        try:
+            if side is not None:
+                keys = [evaluate(e, _batch(side)) for e in node.keys or
+                        [k.expr for k in node.order]]
+                order = [evaluate(k.expr, _batch(side)) for k in node.order] \
+                    if node.how == "partition" else []
         except SQLError as exc:
             side, failure = None, exc
         agree(failure, self.comm)
