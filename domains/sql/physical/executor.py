@@ -387,10 +387,10 @@ class Executor:
                                                keep_empty=not node.keys)
             base = ngroups + 1
         if not node.keys:
-            first = np.zeros(0, np.int64)
+            first = xp().zeros(0, np.int64)
         out = {name: k.take(first) for (name, _), k in zip(node.keys, keys, strict=True)}
         fused = _fused_sums(node, batch, ids, base)
-        every = np.arange(ngroups)
+        every = xp().arange(ngroups)
         for name, agg in node.aggregates:
             if node.phase == "final":
                 parts = {s: side.columns[state_name(name, s)] for s, _ in states(agg)}
@@ -542,7 +542,7 @@ def on_host(node: P.Node) -> bool:
     """Whether the GPU backend runs ``node``'s operator on the host (its inputs moved there
     and its rows moved back): the device has no operator for it yet."""
     if isinstance(node, P.Aggregate):
-        return node.phase != "complete" or not all(
+        return not all(
             agg.name in _DEVICE_AGGREGATES and not agg.distinct and agg.filter is None
             and not agg.order for _, agg in node.aggregates)
     return not isinstance(node, _ON_DEVICE)

@@ -71,6 +71,22 @@ def test_gpu_engine_on_three_ranks_under_the_cuda_simulator(tmp_path):
     assert "equals DuckDB on 3 rank(s)" in proc.stdout
 
 
+@pytest.mark.cudasim
+@pytest.mark.mpi
+@pytest.mark.timeout(400)
+def test_layered_engine_on_three_ranks_under_the_cuda_simulator(tmp_path):
+    """The layered engine on the GPU backend across ranks: shuffle joins, partial and final
+    aggregates, a group join (Q13) and a correlated subquery (Q17), on strict stand-ins for
+    CuPy arrays, equal DuckDB."""
+    pytest.importorskip("duckdb")
+    from hpc.domains.sql.tpch import generate
+
+    data = generate(0.001, tmp_path / "tpch")
+    proc = run_mpi(3, [str(mpi_script("check_sql_gpu_engine.py")), "layered", str(data), "3",
+                       "13", "17"], timeout=380, env={"NUMBA_ENABLE_CUDASIM": "1"})
+    assert "equals DuckDB on 3 rank(s)" in proc.stdout
+
+
 @pytest.mark.gpu
 def test_cudf_round_trip_and_query():
     """cuDF frames in and out (numbers, nulls, strings, dates), and a query over one."""
