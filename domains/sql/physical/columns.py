@@ -77,9 +77,10 @@ def stack(a: Column, b: Column) -> Column:
     """The rows of ``a`` then those of ``b`` (one type; strings through a merged
     dictionary)."""
     valid = None
+    x = xp()
     if a.valid is not None or b.valid is not None:
-        valid = np.concatenate([np.ones(len(a), bool) if a.valid is None else a.valid,
-                                np.ones(len(b), bool) if b.valid is None else b.valid])
+        valid = x.concatenate([x.ones(len(a), bool) if a.valid is None else a.valid,
+                               x.ones(len(b), bool) if b.valid is None else b.valid])
     if a.kind != "string":
         return Column(np.concatenate([a.values, b.values]), a.kind, None, valid)
     if a.dictionary is b.dictionary:
@@ -87,10 +88,10 @@ def stack(a: Column, b: Column) -> Column:
     a, b = settle(a), settle(b)
     merged = strings.merge([a.dictionary, b.dictionary])
     codes = []
-    for c in (a, b):
+    for c in (a, b):  # (the remapping, from the host's dictionaries, goes to the codes)
         remap = strings.remap(c.dictionary, merged)
-        codes.append(remap[c.values] if len(remap) else np.zeros(len(c), np.int32))
-    return Column(np.concatenate(codes).astype(np.int32), "string", merged, valid)
+        codes.append(x.asarray(remap)[c.values] if len(remap) else x.zeros(len(c), np.int32))
+    return Column(x.concatenate(codes).astype(np.int32), "string", merged, valid)
 
 
 def sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:

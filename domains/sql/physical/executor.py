@@ -438,13 +438,14 @@ class Executor:
         if node.kind == "union" and node.all:
             return Side(dict(zip(names, cols, strict=True)), n)
         ids, ngroups, first = group_keys(cols, n)
+        x = xp()
         if not cols:  # no columns: rows are all equal
-            ids, ngroups, first = np.zeros(n, np.int64), int(n > 0), np.zeros(int(n > 0),
-                                                                              np.int64)
+            ids, ngroups, first = x.zeros(n, np.int64), int(n > 0), x.zeros(int(n > 0),
+                                                                            np.int64)
         on_left = np.bincount(ids[: left.nrows], minlength=ngroups)[:ngroups]
         on_right = np.bincount(ids[left.nrows:], minlength=ngroups)[:ngroups]
         if node.kind == "union":
-            copies = np.ones(ngroups, np.int64)
+            copies = x.ones(ngroups, np.int64)
         elif node.kind == "intersect":
             copies = np.minimum(on_left, on_right) if node.all else (
                 (on_left > 0) & (on_right > 0)).astype(np.int64)
@@ -533,7 +534,7 @@ def _physical(c: Column, t: Any, lazy: bool = True) -> Column:
 
 # operators that run on the device (the others run on the host, see Executor._own_work)
 _ON_DEVICE: tuple[type, ...] = (P.Scan, P.Output, P.Filter, P.Project, P.Sort, P.Limit, P.Join,
-                                P.Distinct)
+                                P.Distinct, P.SetOp)
 # aggregates with device kernels (exact sums by 32-bit halves, min and max, counts)
 _DEVICE_AGGREGATES = frozenset({"count_star", "count", "sum", "avg", "min", "max"})
 
