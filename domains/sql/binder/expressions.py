@@ -95,7 +95,24 @@ class _Binder:
         handler = _HANDLERS.get(type(node))
         if handler is None:
             raise UnsupportedSQL(f"{describe(node)} is not supported")
+        if self._outer_candidate(node):
+            owner = self.scope.aggregate_owner(node)
+            if owner is not None:  # an aggregate of an enclosing query's groups
+                if self.in_aggregate is not None:
+                    raise _err(f"aggregate {_name(node)} inside aggregate "
+                               f"{_name(self.in_aggregate)}", node)
+                return self.scope.outer_aggregate(owner, node)
         return handler(self, node)
+
+    def _outer_candidate(self, node: exp.Expression) -> bool:
+        """Whether ``node`` is an aggregate of groups (with its FILTER, not a window's
+        function) in a nested query, which may belong to an enclosing query."""
+        if self.scope.outer is None or node is self.windowed:
+            return False
+        if isinstance(node, exp.Filter):
+            return isinstance(node.this, exp.AggFunc)
+        return isinstance(node, exp.AggFunc) and not (
+            isinstance(node.parent, exp.Filter) and node.arg_key == "this")
 
     def sort_key(self, node: exp.Ordered) -> SortKey:
         nulls_first = bool(node.args.get("nulls_first")) if explicit_nulls(node) else False

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpc.domains.sql.errors import SQLError, position
-from hpc.domains.sql.logical.expr import Expr, Ref
+from hpc.domains.sql.errors import SQLError, UnsupportedSQL, position
+from hpc.domains.sql.logical.expr import Expr, Ref, walk
 from hpc.domains.sql.logical.plan import Field
 from sqlglot import exp
 
@@ -24,6 +24,10 @@ __all__ = ["Names", "Scope", "SubqueryHandler"]
 # "scalar" (a one-column query used as a value), "exists" or "in" (``operand IN (query)``);
 # NOT EXISTS / NOT IN are bound as not(...) of these.
 SubqueryHandler = Callable[[str, exp.Expression, "Expr | None", exp.Expression], Expr]
+
+# aggregate(node) -> the expression standing for an aggregate of this query's groups that a
+# nested query wrote (its arguments read only this query's columns): their columns
+AggregateHandler = Callable[[exp.Expression], Expr]
 
 
 class Names:
@@ -62,6 +66,9 @@ class Scope:
         SELECT-list aliases usable in GROUP BY / HAVING / ORDER BY: name -> bound expression.
     windows : dict
         The SELECT's named windows (``WINDOW w AS (...)``): name -> their definition.
+    aggregate : AggregateHandler or None
+        Plans an aggregate of this query's groups written in a nested query (None: this
+        scope is not a SELECT's).
     """
 
     columns: dict[tuple[str, str], Field]
@@ -71,6 +78,7 @@ class Scope:
     correlated: dict[tuple[str, str], Field] = field(default_factory=dict)
     aliases: dict[str, Expr] = field(default_factory=dict)
     windows: dict[str, exp.Window] = field(default_factory=dict)
+    aggregate: AggregateHandler | None = None
 
     def child(self, columns: dict[tuple[str, str], Field],
               subquery: SubqueryHandler | None = None) -> Scope:
@@ -107,13 +115,65 @@ class Scope:
         where = f"{table}.{name}" if table else name
         raise SQLError(f"unknown column {where}{position(node)}")
 
+    def owner(self, node: exp.Column) -> tuple[int, Scope] | None:
+        """How many query levels out ``node`` resolves, and that level's scope (None: not a
+        column of any, e.g. a SELECT-list alias). Records nothing."""
+        scope: Scope | None = self
+        depth = 0
+        while scope is not None:
+            if scope.lookup(node.table, node.name) is not None:
+                return depth, scope
+            scope, depth = scope.outer, depth + 1
+        return None
+
+    def aggregate_owner(self, node: exp.Expression) -> Scope | None:
+        """The enclosing query whose groups the aggregate ``node`` (with its FILTER) belongs
+        to, or None for this query's. As in SQL (and DuckDB), an aggregate belongs to the
+        innermost query whose columns its arguments read: one reading only an outer query's
+        columns aggregates that query's groups."""
+        if self.outer is None:
+            return None
+        levels = []
+        for c in node.find_all(exp.Column):
+            if _inside_query(c, node):
+                continue
+            hit = self.owner(c)
+            if hit is None or hit[0] == 0:
+                return None
+            levels.append(hit)
+        if not levels:  # COUNT(*), an aggregate of constants: this query's
+            return None
+        return min(levels, key=lambda h: h[0])[1]
+
+    def outer_aggregate(self, owner: Scope, node: exp.Expression) -> Expr:
+        """The value of the aggregate ``node`` of ``owner``'s groups (see
+        :meth:`aggregate_owner`), read here as a correlated column of ``owner``."""
+        if owner.aggregate is None:
+            raise UnsupportedSQL(f"an aggregate of an enclosing query's rows is not supported "
+                                 f"here{position(node)}")
+        value = owner.aggregate(node)
+        columns = {n.name: Field(n.name, n.type) for n in walk(value) if isinstance(n, Ref)}
+        scope: Scope | None = self
+        while scope is not None and scope is not owner:  # every scope in between reads them
+            scope.correlated.update({("", name): f for name, f in columns.items()})
+            scope = scope.outer
+        return value
+
     def plan_subquery(self, kind: str, query: exp.Expression, operand: Expr | None,
                       node: exp.Expression) -> Expr:
         if self.subquery is None:
-            from hpc.domains.sql.errors import UnsupportedSQL
-
             raise UnsupportedSQL(f"a subquery is not supported here{position(node)}")
         return self.subquery(kind, query, operand, node)
+
+
+def _inside_query(node: exp.Expression, top: exp.Expression) -> bool:
+    """Whether ``node`` sits in a query nested in ``top``."""
+    parent = node.parent
+    while parent is not None and parent is not top:
+        if isinstance(parent, exp.Select | exp.Subquery):
+            return True
+        parent = parent.parent
+    return False
 
 
 def describe_scope(scope: Scope) -> dict[str, Any]:

@@ -7,15 +7,22 @@ for the predicate), a single join for a scalar subquery. Correlated subqueries a
 decorrelated on the way: the correlated conjuncts of a plain subquery's WHERE become the
 join's condition; an aggregate subquery correlated by equalities is grouped by its
 correlation columns and joined on them (COUNT's empty groups read 0, not NULL); any other
-is computed once per distinct value of the outer columns it reads (:func:`_through_domain`).
-A WHERE conjunct that is a bare mark then turns its mark join into a semi join, a negated one into
-an anti join (null-aware for NOT IN).
+is computed once per distinct value of the outer columns it reads (:mod:`.unnest`:
+the dependent join with that domain pushed down through its plan, Neumann and Kemper's
+unnesting of arbitrary queries). A subquery reading a column two or more levels out is
+decorrelated against the columns of the query it sits in; the outer references it keeps
+make that query's plan correlated in turn, decorrelated where that one is joined. An
+aggregate in a subquery whose arguments read only an enclosing query's columns (``(SELECT
+COUNT(*) FROM u WHERE u.w < MAX(t.x))``) belongs to that query's groups, as in DuckDB: its
+Aggregate computes it, and the subquery reads its column. A WHERE conjunct that is a bare
+mark then turns its mark join into a semi join, a negated one into an anti join (null-aware
+for NOT IN).
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -29,6 +36,7 @@ from sqlglot.errors import OptimizeError, ParseError
 from . import windows  # noqa: F401  (registers the window function binder)
 from .expressions import bind_expression, explicit_nulls, unify
 from .scope import Names, Scope
+from .unnest import unnest
 
 __all__ = ["bind", "parse"]
 
@@ -98,8 +106,23 @@ def bind(sql: str, schema: Schema) -> P.Node:
 
 def semi_joins(plan: P.Node) -> P.Node:
     """Mark joins whose mark is a conjunct of the filter above them become semi joins (a
-    negated mark: anti joins, null-aware for NOT IN); the conjunct goes."""
-    plan = plan.with_inputs(tuple(semi_joins(c) for c in plan.inputs))
+    negated mark: anti joins, null-aware for NOT IN); the conjunct goes. A Project above
+    that still passes the mark on (a decorrelated subquery's keeps every column) reads its
+    value there: TRUE above a semi join, FALSE above an anti join."""
+    return _semi_joins(plan, {})
+
+
+def _semi_joins(plan: P.Node, removed: dict[str, bool]) -> P.Node:
+    plan = plan.with_inputs(tuple(_semi_joins(c, removed) for c in plan.inputs))
+    if isinstance(plan, P.Project) and removed:
+        have = {f.name for f in plan.input.schema}
+
+        def value(e: E.Expr) -> E.Expr | None:
+            if isinstance(e, E.Ref) and e.name in removed and e.name not in have:
+                return E.Literal(removed[e.name], BOOLEAN)
+            return None
+
+        return P.Project(plan.input, tuple((n, E.transform(e, value)) for n, e in plan.exprs))
     if not isinstance(plan, P.Filter):
         return plan
     terms = E.conjuncts(plan.condition)
@@ -117,6 +140,7 @@ def semi_joins(plan: P.Node) -> P.Node:
         left = rewrite(node.left)
         if node.mark in wanted:
             done.add(node.mark)
+            removed[node.mark] = wanted[node.mark] == "semi"
             return P.Join(wanted[node.mark], left, node.right, node.condition,
                           null_aware=node.null_aware if wanted[node.mark] == "anti" else 0)
         return node.with_inputs((left, node.right))
@@ -296,7 +320,14 @@ class _SelectBinder:
         self.pending: list[tuple[str, tuple]] | None = None
         self._placeholders: dict[tuple[str, str, str], str] = {}  # subquery -> its name
         self.planned: dict[str, E.Expr] = {}  # placeholder -> the planned subquery's value
-        self.scope = Scope({}, binder.names, outer=outer, subquery=self._subquery)
+        self._types: dict[str, SQLType] = {}  # placeholder -> its type
+        # aggregates of this query's groups written in its subqueries (their arguments read
+        # only this query's columns): computed by this query's Aggregate
+        self.outer_aggs: list[tuple[str, E.Aggregate]] = []
+        self._clause = ""  # "where", "group": clauses where an aggregate may not appear
+        self._grouped = False  # the Aggregate is planned: no aggregate may be added
+        self.scope = Scope({}, binder.names, outer=outer, subquery=self._subquery,
+                           aggregate=self._outer_aggregate)
 
     # -- the clauses, in order --------------------------------------------------------------
     def bind(self) -> tuple[P.Node, list[P.Field], list[str]]:
@@ -310,9 +341,13 @@ class _SelectBinder:
         self._from()
         where = s.args.get("where")
         if where is not None:
+            self._clause = "where"
             condition = self._bind(where.this)  # first: its subqueries join onto self.node
+            self._clause = ""
             _check_boolean(condition, where)
             _no_window(condition, "WHERE", where)
+            if any(isinstance(n, E.Aggregate) for n in E.walk(condition)):
+                raise SQLError(f"WHERE clause cannot contain aggregates{position(where)}")
             self.node = P.Filter(self.node, condition)
         self.pending = [] if _aggregated(s) else None  # plan their subqueries after grouping
         items = [self._bind(e) for e in s.expressions]
@@ -332,14 +367,22 @@ class _SelectBinder:
         order = self._order_keys()
         group = s.args.get("group")
         keys, sets = self._grouping(group) if group else ([], None)
-        if keys and self.pending:  # a GROUP BY key's subqueries: of the rows before grouping
-            keys = self._plan_pending(keys)
+        # the subqueries of GROUP BY keys and of aggregates' arguments (SUM((SELECT ...))) are
+        # of the rows before grouping
+        exprs = items + [k.expr for k in order] + ([having_expr] if having_expr is not None
+                                                   else [])
+        early = {r for e in exprs for n in E.walk(e) if isinstance(n, E.Aggregate)
+                 for r in E.refs(n)}
+        if self.pending and (keys or early & {n for n, _ in self.pending}):
+            self._clause = "group"
+            keys = self._plan_pending(keys, early)
+            self._clause = ""
             items = [self._planned_values(e) for e in items]
             having_expr = self._planned_values(having_expr) if having_expr is not None \
                 else None
             order = [E.SortKey(self._planned_values(k.expr), k.ascending, k.nulls_first)
                      for k in order]
-        aggregated = bool(keys) or any(
+        aggregated = bool(keys) or bool(self.outer_aggs) or any(
             isinstance(n, E.Aggregate) for e in items + [k.expr for k in order]
             + ([having_expr] if having_expr is not None else []) for n in E.walk(e))
         if aggregated:
@@ -462,7 +505,13 @@ class _SelectBinder:
             raise UnsupportedSQL(f"unsupported join {describe(j)}")
         if j.args.get("on") is not None and (j.kind or "") == "CROSS":
             raise SQLError(f"a CROSS JOIN has no ON condition: {describe(j)}")
-        right = self.binder.relation(j.this, self._through(), self.ctes)
+        correlation: list[E.Expr] = []
+        if isinstance(j.this, exp.Lateral):
+            if kind not in ("inner", "left"):
+                raise UnsupportedSQL(f"{kind.upper()} JOIN LATERAL is not supported{position(j)}")
+            right, correlation = self._lateral(left, j.this)
+        else:
+            right = self.binder.relation(j.this, self._through(), self.ctes)
         columns = dict(left.columns)
         if kind not in ("semi", "anti"):
             for key, f in right.columns.items():
@@ -473,13 +522,34 @@ class _SelectBinder:
         condition = None
         if on is not None:
             scope = Scope({**left.columns, **right.columns}, self.binder.names,
-                          outer=self.outer, subquery=None)
+                          outer=self.outer, subquery=None,
+                          correlated=self.scope.correlated)  # its outer columns: this query's
             condition = bind_expression(on, scope)
             _check_boolean(condition, on)
             _no_window(condition, "JOIN ... ON", on)
         elif kind != "inner":
             raise SQLError(f"{kind.upper()} JOIN needs an ON condition: {describe(j)}")
+        condition = E.conjoin(correlation + ([condition] if condition is not None else []))
         return _Relation(P.Join(kind, left.node, right.node, condition), columns)
+
+    def _lateral(self, left: _Relation, item: exp.Lateral
+                 ) -> tuple[_Relation, list[E.Expr]]:
+        """``LATERAL (query)``: a derived table that reads the columns of the FROM items
+        before it, computed once per distinct value of those it reads (as a correlated
+        subquery, :func:`_through_domain`); its rows and the conditions joining them to the
+        left rows they belong to."""
+        query = item.this.this if isinstance(item.this, exp.Subquery) else item.this
+        side = Scope(dict(left.columns), self.binder.names, outer=self._through())
+        reading = Scope({}, self.binder.names, outer=side)  # records what it reads of side
+        node, fields, names = self.binder.query(query, reading, self.ctes)
+        columns: dict[tuple[str, str], P.Field] = {}
+        for name, f in zip(names, fields, strict=True):
+            columns.setdefault((item.alias_or_name, name), f)
+        local = _local_columns(reading.correlated, side, left.node, item)
+        if not local:
+            return _Relation(_project(node, fields), columns), []
+        sub = _through_domain(self.binder.names, node, fields, local, left.node, item)
+        return _Relation(sub.node, columns), sub.correlation
 
     # -- ORDER BY ---------------------------------------------------------------------------
     def _order_keys(self) -> list[E.SortKey]:
@@ -561,7 +631,7 @@ class _SelectBinder:
                 raise SQLError(f"an aggregate in GROUP BY: {k}")
             if not any(k == e for _, e in key_cols):
                 key_cols.append((k.name if isinstance(k, E.Ref) else names.fresh("group"), k))
-        aggs: list[tuple[str, E.Aggregate]] = []
+        aggs: list[tuple[str, E.Aggregate]] = list(self.outer_aggs)
 
         def collect(node: E.Expr) -> E.Expr | None:
             if isinstance(node, E.Aggregate):
@@ -600,6 +670,7 @@ class _SelectBinder:
             self.node = P.Aggregate(self.node, tuple(key_cols), tuple(aggs))
         else:
             self.node = self._grouping_sets(key_cols, aggs, sets)
+        self._grouped = True
         return items, having, order
 
     def _grouping_sets(self, key_cols: list[tuple[str, E.Expr]],
@@ -660,31 +731,68 @@ class _SelectBinder:
         an aggregated query the join waits for the grouping (:meth:`_plan_pending`): the
         expression is a placeholder column until then."""
         if self.pending is not None:
-            t = BOOLEAN if kind != "scalar" else self._scalar_type(query)
             # the same subquery of the same operand twice (in the SELECT list and in GROUP
             # BY) is one value: one placeholder, so that the two expressions are equal
             same = (kind, query.sql(), str(operand))
-            name = self._placeholders.get(same) or self.binder.names.fresh("subquery")
-            if same not in self._placeholders:
+            name = self._placeholders.get(same)
+            if name is None:
+                # bound now for its type and for the aggregates of this query's groups it
+                # holds (this query's Aggregate computes them); bound again when planned
+                fields = self._prebind(query)
+                if kind == "scalar" and len(fields) != 1:
+                    raise SQLError(f"a scalar subquery returns {len(fields)} columns, "
+                                   f"expected 1{position(node)}")
+                name = self.binder.names.fresh("subquery")
                 self._placeholders[same] = name
+                self._types[name] = fields[0].type if kind == "scalar" else BOOLEAN
                 self.pending.append((name, (kind, query, operand, node)))
-            return E.Ref(name, t)
+            return E.Ref(name, self._types[name])
         return self._join_subquery(kind, query, operand, node)
 
-    def _scalar_type(self, query: exp.Expression) -> SQLType:
-        """A scalar subquery's type (bound once more when its join is planned)."""
-        inner = Scope({}, self.binder.names, outer=self.scope)
-        sub = _Subquery.bind(self.binder, query, inner, self.ctes, self.node)
-        if len(sub.fields) != 1:
-            raise SQLError(f"a scalar subquery returns {len(sub.fields)} columns, "
-                           f"expected 1{position(query)}")
-        return sub.fields[0].type
+    def _prebind(self, query: exp.Expression) -> list[P.Field]:
+        """A subquery's output fields (its plan is discarded)."""
+        if isinstance(query, exp.Subquery):
+            query = query.this
+        _, fields, _ = self.binder.query(query, self.scope, self.ctes)
+        return fields
 
-    def _plan_pending(self, items: list[E.Expr]) -> list[E.Expr]:
-        """Join the subqueries an aggregated query's SELECT list or HAVING used onto the
-        grouped rows, and put their columns where the placeholders were."""
+    def _outer_aggregate(self, node: exp.Expression) -> E.Expr:
+        """An aggregate of this query's groups written in a nested query (its arguments read
+        only this query's columns, :meth:`.Scope.aggregate_owner`): bound here, computed by
+        this query's Aggregate, whose column the nested query reads as a correlated one."""
+        if self._clause == "where":
+            raise SQLError(f"WHERE clause cannot contain aggregates: {describe(node)}")
+        if self._clause == "group":
+            raise SQLError(f"an aggregate in a subquery of GROUP BY or of an aggregate's "
+                           f"argument: {describe(node)}")
+        if self.pending is None:
+            raise UnsupportedSQL(f"an aggregate of the enclosing query in a subquery of its "
+                                 f"{self._clause or 'FROM'} is not supported: "
+                                 f"{describe(node)}")
+        bound = bind_expression(node, self.scope)
+
+        def register(e: E.Expr) -> E.Expr | None:
+            if not isinstance(e, E.Aggregate):
+                return None
+            for name, a in self.outer_aggs:
+                if a == e:
+                    return E.Ref(name, a.type)
+            if self._grouped:  # every subquery was bound before grouping: not expected
+                raise UnsupportedSQL(f"an aggregate of the enclosing query met after its "
+                                     f"grouping: {describe(node)}")
+            name = self.binder.names.fresh(e.name)
+            self.outer_aggs.append((name, e))
+            return E.Ref(name, e.type)
+
+        return E.transform(bound, register)
+
+    def _plan_pending(self, items: list[E.Expr], also: set[str] | None = None
+                      ) -> list[E.Expr]:
+        """Join the subqueries an aggregated query's SELECT list or HAVING used (and those
+        named ``also``) onto the grouped rows, and put their columns where the placeholders
+        were."""
         for name, args in self.pending or []:
-            if any(name in E.refs(e) for e in items):
+            if any(name in E.refs(e) for e in items) or name in (also or ()):
                 self.planned[name] = self._join_subquery(*args)
         self.pending = [(n, a) for n, a in self.pending or [] if n not in self.planned]
         return [self._planned_values(e) for e in items]
@@ -720,6 +828,13 @@ class _SelectBinder:
                 assert x is not None
                 condition.append(_comparison(op, x, E.Ref(f.name, f.type), node))
             compared = len(operands)
+            # a NULL correlation conjunct leaves the row out of the set; only the compared
+            # values may make the predicate NULL (the join judges its residual as a whole)
+            sides = ({f.name for f in self.node.schema}, {f.name for f in sub.node.schema})
+            condition = [t if _key_pair(t, *sides) or _never_null(t) else
+                         E.Call("is_true", (t,), BOOLEAN)
+                         for t in E.conjuncts(E.conjoin(condition[:-compared]))
+                         ] + condition[-compared:]
         self.node = P.Join("mark", self.node, sub.node, E.conjoin(condition), mark=mark,
                            null_aware=compared)
         return E.Ref(mark, BOOLEAN)
@@ -840,7 +955,38 @@ def _aggregated(select: exp.Select) -> bool:
         for n in part.walk(prune=lambda n: isinstance(n, nested)):
             if isinstance(n, exp.AggFunc) and not _window_function(n):
                 return True
+    return _aggregates_in_subqueries(select, parts)
+
+
+def _aggregates_in_subqueries(select: exp.Select, parts: list[exp.Expression]) -> bool:
+    """Whether a query nested in ``parts`` of ``select`` holds an aggregate of ``select``'s
+    groups: one whose arguments read only columns of ``select``'s FROM (not of a query in
+    between), as :meth:`.Scope.aggregate_owner` decides when it is bound."""
+    own = _from_aliases(select)
+    for part in parts:
+        for agg in part.find_all(exp.AggFunc):
+            if _window_function(agg):
+                continue
+            between: set[str] = set()
+            nested, up = False, agg.parent
+            while up is not None and up is not select:
+                if isinstance(up, exp.Select):
+                    nested = True
+                    between |= _from_aliases(up)
+                up = up.parent
+            whole = agg.parent if isinstance(agg.parent, exp.Filter) else agg
+            tables = {c.table for c in whole.find_all(exp.Column)}
+            if nested and tables and tables <= own and not tables & between:
+                return True
     return False
+
+
+def _from_aliases(select: exp.Select) -> set[str]:
+    """The aliases of a SELECT's FROM items and joins."""
+    from_ = select.args.get("from_") or select.args.get("from")
+    items = ([from_.this] if from_ is not None else []) + [
+        j.this for j in select.args.get("joins") or []]
+    return {i.alias_or_name for i in items}
 
 
 def _window_function(node: exp.Expression) -> bool:
@@ -872,11 +1018,14 @@ class _Subquery:
         """The subquery ``query`` nested in ``scope``, whose outer rows are ``outer``."""
         if isinstance(query, exp.Subquery):
             query = query.this
-        sb = _SelectBinder(binder, query, scope.outer, ctes) if isinstance(
-            query, exp.Select) else None
-        if sb is None:
-            node, fields, _ = binder.query(query, scope.outer, ctes)
-            return cls(node, fields, [])
+        if not isinstance(query, exp.Select):  # a set operation: its outer columns read here
+            reading = Scope({}, binder.names, outer=scope.outer)
+            node, fields, _ = binder.query(query, reading, ctes)
+            local = _local_columns(reading.correlated, scope.outer, outer, query)
+            if not local:
+                return cls(_project(node, fields), fields, [])
+            return _through_domain(binder.names, node, fields, local, outer, query)
+        sb = _SelectBinder(binder, query, scope.outer, ctes)
         node, fields, _ = sb.bind()
         if not sb.scope.correlated:
             return cls(_project(node, fields), fields, [])
@@ -896,6 +1045,24 @@ class _Subquery:
         return node
 
 
+def _local_columns(correlated: dict[tuple[str, str], P.Field], parent: Scope | None,
+                   outer_rows: P.Node, where: exp.Expression) -> set[str]:
+    """The outer columns a subquery reads (``correlated``) that ``outer_rows``, the plan of
+    the query it is nested in (``parent``'s), holds: those it is decorrelated against here.
+    Columns of queries further out stay in its plan, which is then correlated with them and
+    decorrelated in turn where it is joined (the dependent join pushed further down). A
+    column of the parent's FROM that its rows lack was grouped away: an error."""
+    have = {f.name for f in outer_rows.schema}
+    own = {f.name: key for key, f in parent.columns.items()} if parent is not None else {}
+    names = {f.name for f in correlated.values()}
+    for name in sorted(names - have):
+        if name in own:
+            table, column = own[name]
+            raise SQLError(f"column {table}.{column} must appear in GROUP BY or be used in an "
+                           f"aggregate (read by a subquery{position(where)})")
+    return names & have
+
+
 def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field],
                  outer_rows: P.Node) -> _Subquery:
     """Pull a correlated subquery's outer references up into join conditions.
@@ -908,9 +1075,13 @@ def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field],
     inner columns and joined on them; otherwise it is computed for every distinct value of
     the outer columns it reads (those of ``outer_rows``, the plan it is joined to), joined
     to its rows by the moved conditions, and grouped by them. Every other shape goes
-    through :func:`_through_domain`.
+    through :func:`_through_domain`. Only the outer columns ``outer_rows`` holds count here
+    (:func:`_local_columns`); those of queries further out stay as they are, but a plain
+    SELECT's WHERE conjuncts reading them move into the join condition too (the join is
+    then the correlated one where it is decorrelated in turn, and its inner side is not).
     """
-    outer = {f.name for f in sb.scope.correlated.values()}
+    outer = _local_columns(sb.scope.correlated, sb.outer, outer_rows, sb.select)
+    free = {f.name for f in sb.scope.correlated.values()} - outer
     plan = node
     chain: list[P.Node] = []
     while not isinstance(plan, P.Filter | P.Aggregate | P.Join | P.Scan | P.Values):
@@ -921,30 +1092,31 @@ def _decorrelate(sb: _SelectBinder, node: P.Node, fields: list[P.Field],
     if having:
         aggregate = plan.input
     if aggregate is not None and any(E.refs(a) & outer for _, a in aggregate.aggregates):
-        raise UnsupportedSQL("a correlated subquery aggregating outer columns is not "
-                             f"supported yet{position(sb.select)}")
+        return _through_domain(sb.binder.names, node, fields, outer, outer_rows, sb.select)
     filt = aggregate.input if aggregate is not None else plan
     terms = E.conjuncts(filt.condition) if isinstance(filt, P.Filter) else []
-    moved = [t for t in terms if E.refs(t) & outer]
-    kept = [t for t in terms if not E.refs(t) & outer]
+    movable = outer | free if aggregate is None else outer
+    moved = [t for t in terms if E.refs(t) & movable]
+    kept = [t for t in terms if not E.refs(t) & movable]
     source = filt.input if isinstance(filt, P.Filter) else filt
     base = source if not kept else P.Filter(source, E.conjoin(kept))
     above = chain + ([plan] if having else [])
-    if having or (aggregate is not None and aggregate.keys) or not isinstance(
-            filt, P.Filter) or any(isinstance(n, P.Limit | P.Distinct | P.Sort | P.Window)
-                                   for n in chain) or any(
-            E.refs(e) & outer for n in above for e in P.expressions(n)):
-        return _through_domain(sb, node, fields, outer, outer_rows)
-    if any(E.refs(e) & outer for n in P.nodes(base) for e in P.expressions(n)):
-        raise UnsupportedSQL("a correlated subquery with outer references outside its WHERE "
-                             f"conjuncts is not supported yet{position(sb.select)}")
+    general = having or (aggregate is not None and aggregate.keys) or not isinstance(
+        filt, P.Filter) or any(isinstance(n, P.Limit | P.Distinct | P.Sort | P.Window)
+                               for n in chain) or any(
+        E.refs(e) & outer for n in above for e in P.expressions(n)) or any(
+        E.refs(e) & outer for n in P.nodes(base) for e in P.expressions(n))
+    if not outer and (general or aggregate is not None or not moved):
+        return _Subquery(_project(node, fields), fields, [])  # correlated further out only
+    if general:
+        return _through_domain(sb.binder.names, node, fields, outer, outer_rows, sb.select)
     if aggregate is None:
         rebuilt = base
         for n in reversed(chain):
             rebuilt = n.with_inputs((rebuilt,))
         return _Subquery(_keep_inputs(rebuilt, moved), fields, moved)
     if not _null_without_rows(chain, aggregate):  # COUNT(*) + 1, COALESCE(SUM(x), 0), ...
-        return _through_domain(sb, node, fields, outer, outer_rows)
+        return _through_domain(sb.binder.names, node, fields, outer, outer_rows, sb.select)
     pairs = _inner_outer_pairs(moved, outer)
     if pairs is None:
         return _over_domain(sb, base, aggregate, chain, moved, outer, outer_rows, fields)
@@ -1016,9 +1188,6 @@ def _domain(sb: _SelectBinder, outer: set[str], outer_rows: P.Node
     plan it is joined to), under fresh names: ``(outer_rows' fields by name, the columns in
     order, their fresh names, the plan of the values)``."""
     have = {f.name: f for f in outer_rows.schema}
-    if not outer <= set(have):
-        raise UnsupportedSQL("a subquery correlated with a query two levels out is not "
-                             f"supported yet{position(sb.select)}")
     cols = sorted(outer)
     fresh = {c: sb.binder.names.fresh(f"domain.{c}") for c in cols}
     domain = P.Distinct(P.Project(outer_rows, tuple((fresh[c], E.Ref(c, have[c].type))
@@ -1054,114 +1223,25 @@ def _over_domain(sb: _SelectBinder, base: P.Node, aggregate: P.Aggregate,
     return _Subquery(grouped, fields, condition, counts)
 
 
-_UNARY = (P.Filter, P.Project, P.Sort, P.Limit, P.Distinct, P.Window, P.Aggregate)
-
-
-def _through_domain(sb: _SelectBinder, node: P.Node, fields: list[P.Field], outer: set[str],
-                    outer_rows: P.Node) -> _Subquery:
-    """Any correlated SELECT (GROUP BY, HAVING, DISTINCT, ORDER BY with LIMIT, window
-    functions, outer references in its SELECT list) computed once per distinct value of the
-    outer columns it reads: those values (the *domain*, from ``outer_rows``) join its FROM
-    rows by its correlated WHERE conjuncts, outer references read the domain's columns, and
-    every operator above keeps the domain values apart: GROUP BY, DISTINCT and PARTITION BY
-    gain the domain columns, LIMIT / OFFSET become a ROW_NUMBER per domain value; a join
-    in FROM takes the domain on its side that reads outer columns. An aggregate without
-    GROUP BY reads its rows left-joined to the domain (each aggregate filtered to the rows
-    present), so a domain value without rows still has its one row of aggregates."""
-    have, cols, fresh, domain = _domain(sb, outer, outer_rows)
-    names = sb.binder.names
-    carried = tuple((fresh[c], E.Ref(fresh[c], have[c].type)) for c in cols)
-    partition = tuple(r for _, r in carried)
-    marker = names.fresh("present")
-
-    def put(e: E.Expr) -> E.Expr | None:
-        return E.Ref(fresh[e.name], e.type) if isinstance(e, E.Ref) and e.name in fresh \
-            else None
-
-    def moved(e: E.Expr) -> E.Expr:
-        return E.transform(e, put)
-
-    def joined(source: P.Node, condition: list[E.Expr]) -> P.Node:
-        if any(E.refs(e) & outer for n in P.nodes(source) for e in P.expressions(n)):
-            raise UnsupportedSQL("a correlated subquery with outer references in its FROM "
-                                 f"is not supported yet{position(sb.select)}")
-        on = E.conjoin([moved(t) for t in condition]) if condition else None
-        return P.Join("inner", source, domain, on)
-
-    def preserved(child: P.Node) -> P.Node:
-        """``child``'s rows (with the domain columns) left-joined to every domain value,
-        marked present: a domain value without rows keeps one row of NULLs."""
-        again = {fresh[c]: names.fresh(f"domain.{c}") for c in cols}
-        present = P.Project(child, tuple((again.get(f.name, f.name), E.Ref(f.name, f.type))
-                                         for f in child.schema) +
-                            ((marker, E.Literal(True, BOOLEAN)),))
-        on = E.conjoin([E.Call("is_not_distinct", (r, E.Ref(again[k], r.type)), BOOLEAN)
-                        for k, r in carried])
-        return P.Join("left", domain, present, on)
-
-    def lift(n: P.Node) -> P.Node:
-        if isinstance(n, P.Filter) and not isinstance(n.input, _UNARY):  # the WHERE
-            terms = E.conjuncts(n.condition)
-            kept = [t for t in terms if not E.refs(t) & outer]
-            source = n.input if not kept else P.Filter(n.input, E.conjoin(kept))
-            return joined(source, [t for t in terms if E.refs(t) & outer])
-        if isinstance(n, P.Join) and n.kind in ("inner", "semi", "anti", "mark"):
-            reads = [any(E.refs(e) & outer for m in P.nodes(side) for e in P.expressions(m))
-                     for side in (n.left, n.right)]  # the domain joins the side that reads
-            if reads == [True, False] or (reads == [False, True] and n.kind == "inner"):
-                left, right = (lift(n.left), n.right) if reads[0] else (n.left, lift(n.right))
-                condition = moved(n.condition) if n.condition is not None else None
-                return replace(n, left=left, right=right, condition=condition)
-        if not isinstance(n, _UNARY):
-            return joined(n, [])
-        if isinstance(n, P.Aggregate):
-            child = lift(n.input)
-            aggregates = n.aggregates
-            if not n.keys:  # one row per domain value, of no rows where it has none
-                child = preserved(child)
-                present = E.Ref(marker, BOOLEAN)  # every aggregate skips the padding row
-                aggregates = tuple((name, replace(a, filter=present if a.filter is None else
-                                                  E.conjoin([present, a.filter])))
-                                   for name, a in n.aggregates)
-            return P.Aggregate(child, tuple((k, moved(e)) for k, e in n.keys) + carried,
-                               aggregates)
-        if isinstance(n, P.Limit):  # the first rows of each domain value, in the ORDER BY
-            below, order = n.input, ()
-            if isinstance(below, P.Sort):
-                below, order = below.input, tuple(replace(k, expr=moved(k.expr))
-                                                  for k in below.keys)
-            child = lift(below)
-            row = names.fresh("row")
-            numbered = P.Window(child, partition, order, ((row, E.Window(
-                "row_number", (), BIGINT, partition=partition, order=order)),))
-            number = E.Ref(row, BIGINT)
-            keep = [E.Call("gt", (number, E.Literal(n.offset, BIGINT)), BOOLEAN)] \
-                if n.offset else []
-            if n.limit is not None:
-                keep.append(E.Call("le", (number, E.Literal(n.offset + n.limit, BIGINT)),
-                                   BOOLEAN))
-            kept = P.Filter(numbered, E.conjoin(keep)) if keep else numbered
-            return P.Project(kept, tuple((f.name, E.Ref(f.name, f.type))
-                                         for f in child.schema))
-        child = lift(n.input)
-        if isinstance(n, P.Filter):
-            return P.Filter(child, moved(n.condition))
-        if isinstance(n, P.Project):
-            return P.Project(child, tuple((k, moved(e)) for k, e in n.exprs) + carried)
-        if isinstance(n, P.Sort):
-            return P.Sort(child, tuple(replace(k, expr=moved(k.expr)) for k in n.keys))
-        if isinstance(n, P.Window):
-            functions = tuple((k, replace(moved(w), partition=tuple(
-                moved(e) for e in w.partition) + partition)) for k, w in n.functions)
-            return P.Window(child, tuple(moved(e) for e in n.partition) + partition,
-                            tuple(replace(k, expr=moved(k.expr)) for k in n.order), functions)
-        return n.with_inputs((child,))  # Distinct: over the domain columns too
-
-    rebuilt = lift(node)
-    # NULL outer values are domain values too: their rows are the subquery's for NULL
-    condition = [E.Call("is_not_distinct", (E.Ref(fresh[c], have[c].type),
-                                            E.Ref(c, have[c].type)), BOOLEAN) for c in cols]
+def _through_domain(names: Names, node: P.Node, fields: list[P.Field], outer: set[str],
+                    outer_rows: P.Node, where: exp.Expression) -> _Subquery:
+    """Any correlated query computed once per distinct value of the outer columns ``outer``
+    it reads (:func:`.unnest.unnest`), joined back to the outer rows on them."""
+    rebuilt, condition = unnest(names, node, outer, outer_rows, where)
     return _Subquery(rebuilt, fields, condition, [])
+
+
+def _key_pair(t: E.Expr, left: set[str], right: set[str]) -> bool:
+    """Whether ``t`` is an equality of a left expression and a right one (a hash key)."""
+    if not (isinstance(t, E.Call) and t.name == "eq"):
+        return False
+    a, b = (E.refs(x) for x in t.args)
+    return bool(a and b) and (a <= left and b <= right or a <= right and b <= left)
+
+
+def _never_null(t: E.Expr) -> bool:
+    return isinstance(t, E.Call) and t.name in ("is_not_distinct", "is_distinct", "is_true",
+                                                "is_false", "is_null", "is_not_null")
 
 
 def _is_count_of(node: P.Node, name: str, aggregate: P.Aggregate) -> bool:

@@ -82,8 +82,8 @@ def test_exchanges_appear_only_for_several_ranks():
     ("SELECT x FROM a UNION SELECT y FROM b", SQLError, "DECIMAL.* on one side and VARCHAR"),
     ("SELECT x, k FROM a EXCEPT SELECT k FROM b", SQLError, "2 and 1 columns"),
     ("SELECT DISTINCT ON (k) x FROM a", UnsupportedSQL, "DISTINCT ON"),
-    ("SELECT x FROM a WHERE x > (SELECT MAX(x) FROM a a2 WHERE a2.k < (SELECT MIN(a3.k) "
-     "FROM a a3 WHERE a3.x = a.x))", UnsupportedSQL, "correlated subquery"),
+    ("SELECT a.x, l.y FROM a RIGHT JOIN LATERAL (SELECT b.y FROM b WHERE b.k = a.k) AS l "
+     "ON TRUE", UnsupportedSQL, "RIGHT JOIN LATERAL"),
     ("SELECT x FROM a LIMIT -1", (SQLError, UnsupportedSQL), "LIMIT"),
 ])
 def test_errors_name_the_construct(sql, error, words):

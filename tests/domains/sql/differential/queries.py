@@ -687,3 +687,90 @@ QUERIES: list[Query] = (ORDERING + JOINS + EXPRESSIONS + AGGREGATES + DECIMAL + 
 BY_ID = {q.id: q for q in QUERIES}
 assert len(BY_ID) == len(QUERIES), "query ids are unique"
 assert all(q.status in STATUSES for q in QUERIES)
+
+
+# correlated subqueries of any depth and outer-aggregating ones, decorrelated by the dependent
+# join of their outer columns' domain pushed down (Neumann & Kemper): a column two or three
+# levels out, correlation through non-equalities and NULLs, empty inner tables, set operations
+# and outer joins inside the subquery, and aggregates of the enclosing query's groups written in
+# its subqueries (SELECT, HAVING); LATERAL derived tables
+UNNESTING = _feature(
+    "unnesting",
+    # two levels out in WHERE: EXISTS, IN, scalar, NOT IN and ALL
+    ("select t.id as id from t where exists (select * from u where u.k = t.g and exists "
+     "(select * from t as t2 where t2.id = u.w and t2.i > t.i)) order by id",),
+    ("select t.id as id from t where exists (select 1 from u where u.k = t.g and u.w + 50 in "
+     "(select t2.id from t as t2 where t2.id > t.id)) order by id",),
+    ("select t.id as id from t where t.g in (select u.k from u where exists (select 1 from t "
+     "as t2 where t2.g = u.k and t2.i < t.i)) order by id",),
+    ("select t.id as id from t where t.i > (select min(u.w) from u where u.k = t.g and u.w > "
+     "(select avg(t2.i) from t as t2 where t2.g = u.k and t2.id <> t.id and t2.i between "
+     "-1000 and 1000)) order by id",),
+    ("select t.id as id from t where not exists (select 1 from u where u.k = t.g and u.w not "
+     "in (select t2.i from t as t2 where t2.g = t.g and t2.id <> t.id)) order by id",),
+    ("select t.id as id from t where t.i > all (select u.w from u where u.k = t.g and u.w < "
+     "(select max(t2.i) from t as t2 where t2.b = t.b)) order by id",),
+    # through non-equalities only, over the empty table e
+    ("select t.id as id, t.i as i from t where not exists (select 1 from u where u.w < t.i "
+     "and exists (select 1 from e where e.k > t.g)) order by id",),
+    ("select t.id as id, (select count(*) from e where e.k = t.g and exists (select 1 from u "
+     "where u.w = e.w and u.k <> t.g)) as c from t order by id",),
+    # in SELECT: two levels out, a LIMIT per outer row, DECIMAL comparisons
+    ("select t.id as id, (select max(u.w) from u where u.k = t.g and u.w < (select avg(t2.i) "
+     "from t as t2 where t2.g = t.g and t2.i between -1000 and 1000)) as m from t order by id",),
+    ("select t.id as id, (select u.w from u where u.k = t.g and u.w > (select min(t2.i) from "
+     "t as t2 where t2.id > t.id and t2.i between -1000 and 1000) order by u.w limit 1) as w "
+     "from t order by id",),
+    ("select t.id as id, (select count(*) from u where u.k = t.g and u.m in (select t2.m from "
+     "t as t2 where t2.g = u.k and t2.m > t.m)) as c from t order by id",),
+    ("select t.id as id, (select sum(u.w + t.i) from u where u.k = t.g) as s, (select "
+     "count(u.w) filter (where u.w > t.i) from u where u.k is not null) as c from t where "
+     "t.i between -1000 and 1000 order by id",),
+    # NULL correlation values: NULL keys, IS NOT DISTINCT FROM, the all-NULL table n
+    ("select t.id as id, (select count(*) from u where u.k is not distinct from t.g and "
+     "exists (select 1 from t as t2 where t2.g is not distinct from u.k and t2.s is not "
+     "distinct from t.s)) as c from t order by id",),
+    ("select n.k as k, (select count(*) from u where u.k is not distinct from n.k and u.s "
+     "not in (select t.s from t where t.g is not distinct from n.k)) as c, (select max(u.w) "
+     "from u where u.k = n.k) as m from n",),
+    # aggregates of the enclosing query's groups in HAVING and SELECT subqueries
+    ("select t.g as g, sum(t.i) as s from t where t.i between -1000 and 1000 group by t.g "
+     "having (select count(*) from u where u.w < max(t.i) / 20) > 3 order by g",),
+    ("select t.g as g, count(*) as n from t where t.i between -1000 and 1000 group by t.g "
+     "having sum(t.i) > (select avg(u.w) from u where u.k = t.g) or exists (select 1 from u "
+     "where u.w > max(t.i) / 10 and u.k = t.g) order by g",),
+    ("select t.g as g, (select count(*) from u where u.w < max(t.i) and u.w > min(t.i)) as c, "
+     "count(*) as n from t where t.i between -1000 and 1000 group by t.g order by g",),
+    ("select (select count(*) from u where u.w < avg(t.i)) as c, (select max(u.m) from u "
+     "where u.m < sum(t.m)) as m from t where t.i between -1000 and 1000",),
+    ("select t.b as b, (select string_agg(u.s, ',' order by u.s) from u where u.k = "
+     "count(distinct t.g)) as s from t group by t.b order by b",),
+    # set operations, outer joins and windows inside a correlated subquery
+    ("select t.id as id from t where t.g in (select u.k from u where u.w > t.i union select "
+     "t2.g from t as t2 where t2.id = t.id + 1) order by id",),
+    ("select t.id as id, (select string_agg(x.s, ',' order by x.s) from (select u.s from u "
+     "where u.k = t.g intersect select t2.s from t as t2 where t2.g = t.g) as x) as ss "
+     "from t order by id",),
+    ("select t.id as id, (select count(*) from (select u.k from u where u.w > t.i except all "
+     "select t2.g from t as t2 where t2.id < t.id) as x) as c from t where t.i between -1000 "
+     "and 1000 order by id",),
+    ("select t.id as id, (select count(t2.id) from u left join t as t2 on t2.g = u.k and "
+     "t2.i > t.i where u.w > 0) as c, (select count(*) from u full join t as t2 on t2.g = u.k "
+     "and t2.id < t.id) as f from t order by id",),
+    ("select t.id as id, (select max(x.r) from (select u.w * t.g + row_number() over "
+     "(partition by u.k order by u.w) as r from u) as x) as m from t order by id",),
+    # LATERAL: a derived table reading the FROM items before it, per distinct value
+    ("select t.id as id, l.w as w from t left join lateral (select u.w from u where u.k = t.g "
+     "and u.w > t.i order by u.w limit 1) as l on true order by id, w",),
+    ("select t.id as id, l.c as c, l.m as m from t cross join lateral (select count(*) as c, "
+     "max(u.m) as m from u where u.k = t.g) as l order by id",),
+    ("select t.id as id, l.s as s from t, lateral (select u.s from u where u.k = t.g union "
+     "select t2.s from t as t2 where t2.id = t.id + 1) as l order by id, s",),
+    # TPC-H: a customer's orders with a line item beyond the customer's balance (two levels)
+    ("select c_custkey as c from customer where exists (select 1 from orders where o_custkey "
+     "= c_custkey and exists (select 1 from lineitem where l_orderkey = o_orderkey and "
+     "l_extendedprice > c_acctbal * 10)) order by c",),
+)
+QUERIES += UNNESTING
+BY_ID.update({q.id: q for q in UNNESTING})
+assert len(BY_ID) == len(QUERIES), "query ids are unique"

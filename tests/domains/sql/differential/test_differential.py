@@ -110,7 +110,7 @@ def test_every_feature_has_enough_queries_and_notes():
 
 
 @pytest.mark.cudasim
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(560)
 @pytest.mark.parametrize("nranks,broadcast_rows", [(1, 1_000_000)])
 def test_queries_on_the_device_against_duckdb(tables, nranks, broadcast_rows):
     """The layered engine on the GPU backend (the CUDA simulator, columns as strict
@@ -119,6 +119,6 @@ def test_queries_on_the_device_against_duckdb(tables, nranks, broadcast_rows):
     directory, _, _ = tables
     ok = sum(q.status != "pending" for q in QUERIES)
     proc = run_mpi(nranks, [str(mpi_script("check_sql_differential.py")), str(directory),
-                            str(broadcast_rows), "device"], timeout=280,
+                            str(broadcast_rows), "device"], timeout=540,
                    env={"NUMBA_ENABLE_CUDASIM": "1"})
     assert f"ok: {ok} queries on {nranks} ranks" in proc.stdout, proc.stdout
