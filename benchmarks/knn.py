@@ -22,9 +22,12 @@ metric is the same on both sides (cosine: normalised rows and inner products in 
 shapes where we lose): datasets of several dimensions and sizes (``--sweep-points``, default
 d = 25, 50, 128, 384, 960 with n from 1e6 down to 1e5), query counts 1 to 1e4, k = 1, 10,
 100, every case; IVF-PQ with sub-quantizers of 2 to 8 dimensions dividing d (``_pq_m``),
-the same on both sides. For each point both libraries search at the smallest nprobe
-reaching the target recall (measured on up to 1000 queries), QPS is timed on ``nq``
-queries, and a table line (ours, FAISS, ratio) is printed; the JSON gets every point
+the same on both sides. For each point both libraries walk a fine nprobe grid
+(``--sweep-nprobe``) to the smallest nprobe reaching the target recall (measured on up to
+1000 queries); QPS is timed on ``nq`` queries there and at the grid point before it, and
+the time per query is interpolated to the target recall itself, so ``ratio`` compares the
+two at equal recall (``ratio_grid``: at each side's grid point, whose recalls differ). A
+table line (ours, FAISS, ratio) is printed; the JSON gets every point
 (``sweep``) and the ``worst`` (lowest ratio) with its parameters. The d = 50 point alone
 (n = 4e5, every case, k and nq) took about 3 minutes on 2 shared cores; the full default
 grid has not been timed (it builds five sets and their indexes, both sides).
@@ -47,6 +50,9 @@ __all__ = ["add_arguments", "run"]
 
 SWEEP_POINTS = "25:1e6,50:4e5,128:1e6,384:3e5,960:1e5"
 TARGETS = {"ivfflat": 0.95, "ivfpq": 0.8}  # recall@k each side must reach
+# the sweep's nprobe grid: steps of at most 1.5x, so the two grid points around the target
+# recall are close and the time interpolated between them is near the true time there
+SWEEP_NPROBE = "1,2,3,4,6,8,12,16,20,24,32,40,48,64,96,128"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -86,6 +92,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep-queries", default="1,100,10000", help="query counts (1,100,10000)")
     p.add_argument("--sweep-k", default="1,10,100", help="k values (1,10,100)")
     p.add_argument("--sweep-data", default="skewed", help="datasets of the grid (skewed)")
+    p.add_argument(
+        "--sweep-nprobe",
+        default=SWEEP_NPROBE,
+        help=f"nprobe grid of --sweep, finer than --nprobe ({SWEEP_NPROBE})",
+    )
 
 
 def _timed(fn: Any) -> tuple[float, Any]:
@@ -225,17 +236,35 @@ def _qps(search: Any, xq: np.ndarray, seconds: float = 0.3) -> float:
 
 def _reach(
     search: Any, xq: np.ndarray, truth: np.ndarray, k: int, sweep: list[int], target: float
-) -> tuple[int, float]:
-    """The smallest nprobe of ``sweep`` whose recall@k on ``xq`` reaches ``target`` (else the
-    largest) and its recall."""
+) -> list[tuple[int, float]]:
+    """``(nprobe, recall@k on xq)`` along ``sweep`` up to the first nprobe whose recall
+    reaches ``target`` (else the whole sweep)."""
     from hpc.domains.vector.datasets import recall_at_k
 
-    recall = 0.0
+    tried = []
     for nprobe in sweep:
-        recall = recall_at_k(search(xq, nprobe), truth, k)
-        if recall >= target:
+        tried.append((nprobe, recall_at_k(search(xq, nprobe), truth, k)))
+        if tried[-1][1] >= target:
             break
-    return nprobe, recall
+    return tried
+
+
+def _qps_at_recall(
+    search: Any, xq: np.ndarray, tried: list[tuple[int, float]], target: float
+) -> tuple[float, float]:
+    """``(QPS at the first nprobe reaching target, QPS at recall = target)``: the second
+    interpolates the time per query linearly in recall between the last nprobe below the
+    target and the first reaching it (equal recall for both libraries, not equal nprobe:
+    their lists differ, and so does what one probe buys). Where the first nprobe of the
+    sweep already reaches the target, or none does, both are the QPS there."""
+    hi_p, hi_r = tried[-1]
+    qps_hi = _qps(lambda q: search(q, hi_p), xq)
+    if len(tried) < 2 or hi_r < target:
+        return qps_hi, qps_hi
+    lo_p, lo_r = tried[-2]
+    qps_lo = _qps(lambda q: search(q, lo_p), xq)
+    w = (target - lo_r) / max(hi_r - lo_r, 1e-12)
+    return qps_hi, 1.0 / ((1 - w) / qps_lo + w / qps_hi)
 
 
 def _print_row(row: dict[str, Any]) -> None:
@@ -244,6 +273,7 @@ def _print_row(row: dict[str, Any]) -> None:
         tail = (
             f"  nprobe {row['ours_nprobe']}/{row['faiss_nprobe']}"
             f"  recall {row['ours_recall']:.3f}/{row['faiss_recall']:.3f}"
+            f"  (grid ratio {row['ratio_grid']:.2f})"
         )
     print(
         f"{row['data']:8s} d={row['dim']:<4d} n={row['n']:<8d} {row['case']:8s} "
@@ -281,7 +311,7 @@ def _sweep_ivf(
 
     dim, metric = xb.shape[1], base["metric"]
     m = _pq_m(dim)
-    sweep = [int(v) for v in args.nprobe.split(",")]
+    sweep = [int(v) for v in args.sweep_nprobe.split(",")]
     if case == "ivfflat":
         ours: Any = IVFFlatIndex(dim, args.nlist, metric, backend=be)
     else:
@@ -307,13 +337,18 @@ def _sweep_ivf(
             return fi.search(q, k)[1]
 
         target = TARGETS[case]
-        op, orec = _reach(ours_search, xq[:neval], truth[:, :k], k, sweep, target)
-        fp, frec = _reach(faiss_search, fxq[:neval], truth[:, :k], k, sweep, target)
+        ours_tried = _reach(ours_search, xq[:neval], truth[:, :k], k, sweep, target)
+        peer_tried = _reach(faiss_search, fxq[:neval], truth[:, :k], k, sweep, target)
+        (op, orec), (fp, frec) = ours_tried[-1], peer_tried[-1]
         for nq in nqs:
-            ours_qps = _qps(lambda q, op=op: ours_search(q, op), xq[:nq])
-            peer_qps = _qps(lambda q, fp=fp: faiss_search(q, fp), fxq[:nq])
+            ours_qps, ours_eq = _qps_at_recall(ours_search, xq[:nq], ours_tried, target)
+            peer_qps, peer_eq = _qps_at_recall(faiss_search, fxq[:nq], peer_tried, target)
             row = {**base, "case": case, "k": k, "nq": nq, "target": target}
-            row.update(ours_qps=ours_qps, faiss_qps=peer_qps, ratio=ours_qps / peer_qps)
+            # ratio: at equal recall (the target, interpolated); ratio_grid: each side at
+            # the first nprobe of the grid reaching the target (recalls above it differ)
+            row.update(ours_qps=ours_eq, faiss_qps=peer_eq, ratio=ours_eq / peer_eq)
+            row.update(ours_qps_grid=ours_qps, faiss_qps_grid=peer_qps)
+            row.update(ratio_grid=ours_qps / peer_qps)
             row.update(ours_nprobe=op, ours_recall=orec, faiss_nprobe=fp, faiss_recall=frec)
             if case == "ivfpq":
                 row.update(m=m, rerank=rerank)

@@ -5,7 +5,9 @@ held in CSR form: ``list_offsets[l] .. list_offsets[l + 1]`` are the rows of lis
 the stored arrays (``ids``, ``vectors`` or ``codes``). A search finds the ``nprobe`` nearest
 centroids of every query (an exact top-k over the centroids) and scans only those lists, in a
 numba kernel parallel over queries (one numba.cuda thread per (query, list) on the GPU for
-IVF-Flat).
+IVF-Flat). On the CPU an IVF-Flat search of few queries is one kernel from centroids to
+exact distances (``search_lists``; one query: on the calling thread); many queries scan
+each list once for all the queries probing it (GEMMs, :func:`group_pairs`).
 
 IVF-PQ encodes the residual ``x - c`` of every vector by ``m`` sub-quantizers of
 ``2**nbits`` codewords each; distances are asymmetric (the query is not quantized), from
@@ -33,6 +35,13 @@ __all__ = ["IVFFlatIndex", "IVFPQIndex"]
 # many, whatever the batching, so a journaled build resumes bitwise (hpc.run.map_blocks)
 FILL_BLOCK = 1 << 15
 GEMM_MIN_PAIRS_PER_LIST = 8  # queries per probed list (on average) from which lists are GEMMs
+# queries from which the coarse step is a blocked GEMM (flat_search); fewer take one numba
+# kernel (``coarse_lists``): a GEMM's blocks, heaps and Python cost ~20 us for one query,
+# several times its arithmetic (1024 lists x d = 50)
+COARSE_GEMM_MIN_QUERIES = 32
+# the mask argument of a search without a filter (never written; writeable all the same:
+# a read-only array is another numba type, another compilation of every kernel taking it)
+_NO_MASK = np.zeros(1, dtype=np.uint8)
 
 
 def _cut(result: tuple[np.ndarray, np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -139,24 +148,55 @@ class _IVF(VectorIndex):
 
     def _coarse(self, q: np.ndarray, nprobe: int) -> tuple[np.ndarray, np.ndarray]:
         """Local. The ``nprobe`` nearest lists of every query and their coarse scores
-        (``||q - c||^2`` for L2, ``q.c`` otherwise), on the host."""
+        (``||q - c||^2`` for L2, ``q.c`` otherwise), on the host, nearest first."""
+        return LIST_SCAN.on(self.backend).coarse(self, q, nprobe)
+
+    def _coarse_gemm(self, q: np.ndarray, nprobe: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_coarse` by a flat search of the centroids (blocked GEMMs, on the backend)."""
         assert self.centroids is not None
         xp = self.backend.xp
         c = self._device("centroids", self.centroids)
-        if "centroid_norms" not in self._dev:  # once: not a reduction per search
-            self._device("centroid_norms", (self.centroids**2).sum(axis=1))
-        cn = self._dev["centroid_norms"]
         d, lists = flat_search(
-            xp.asarray(q),
-            c,
-            cn,
-            self._device("list_numbers", np.arange(self.nlist, dtype=np.int64)),
-            nprobe,
-            self._l2,
-            backend=self.backend,
-            exact=False,
-        )
+            xp.asarray(q), c, self._centroid_norms(), self._list_numbers(), nprobe, self._l2,
+            backend=self.backend, exact=False,
+        )  # fmt: skip
         return to_host(d), to_host(lists)
+
+    def _coarse_cpu(self, q: np.ndarray, nprobe: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_coarse` on the CPU: few queries in one kernel (``coarse_lists``)."""
+        assert self.centroids is not None
+        nq = q.shape[0]
+        if nq >= COARSE_GEMM_MIN_QUERIES:
+            return self._coarse_gemm(q, nprobe)
+        d = np.empty((nq, nprobe), dtype=np.float32)
+        lists = np.empty((nq, nprobe), dtype=np.int64)
+        cn, numbers = self._centroid_norms(), self._list_numbers()
+        K.coarse_lists(q, self._centroid_columns(), cn, numbers, self._l2, d, lists)
+        if self._l2:  # scores ||c||^2 - 2 q.c to distances, as the flat search gives them
+            d += np.einsum("ij,ij->i", q, q)[:, None]
+        else:
+            np.negative(d, out=d)
+        return d, lists
+
+    def _centroid_norms(self) -> Any:
+        """``||c||^2`` of the centroids on the device (computed once, not per search)."""
+        if "centroid_norms" not in self._dev:
+            assert self.centroids is not None
+            self._device("centroid_norms", (self.centroids**2).sum(axis=1))
+        return self._dev["centroid_norms"]
+
+    def _centroid_columns(self) -> np.ndarray:
+        """The centroids as columns, ``(dim, nlist)`` on the host (for ``coarse_lists``)."""
+        if "centroid_columns" not in self._dev:
+            assert self.centroids is not None
+            self._dev["centroid_columns"] = np.ascontiguousarray(self.centroids.T)
+        return self._dev["centroid_columns"]
+
+    def _list_numbers(self) -> Any:
+        """``0 .. nlist - 1`` on the device: the ids of the centroids (ties to the lower)."""
+        if "list_numbers" not in self._dev:
+            self._device("list_numbers", np.arange(self.nlist, dtype=np.int64))
+        return self._dev["list_numbers"]
 
     def _device(self, name: str, value: Any) -> Any:
         """A device mirror of a host array (cached until the index changes; on the CPU the
@@ -166,7 +206,8 @@ class _IVF(VectorIndex):
         return self._dev[name]
 
     def _assign(self, x: np.ndarray) -> np.ndarray:
-        _, lists = self._coarse(x, 1)
+        # the GEMM whatever the number of rows: a row's list must not depend on its batch
+        _, lists = self._coarse_gemm(x, 1)
         return lists[:, 0].astype(np.int64)
 
     def _fill(self, a: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -329,11 +370,35 @@ class IVFFlatIndex(_IVF):
         self._require_trained("search")
         nprobe = self._check_nprobe(nprobe)
         q = self._check_vectors(queries, "queries")
-        mask = self._filter_mask(filter)
-        with K.serial_when_small(self._search_work(q.shape[0], nprobe), q.shape[0]):
-            _, probes = self._coarse(q, nprobe)
-            k_out, k = k, k + SPARE  # spare candidates: the exact (distance, id) order cuts
-            return _cut(LIST_SCAN.on(self.backend).scan(self, q, k, probes, mask), k_out)
+        return LIST_SCAN.on(self.backend).search(self, q, k, nprobe, self._filter_mask(filter))
+
+    def _search_cpu(
+        self, q: np.ndarray, k: int, nprobe: int, mask: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The CPU search: many queries by grouped GEMMs of the lists, few in one kernel
+        (coarse step, scan and exact re-scoring: ``search_lists``)."""
+        nq = q.shape[0]
+        work = self._search_work(nq, nprobe)
+        if nq * nprobe >= GEMM_MIN_PAIRS_PER_LIST * self.nlist:
+            with K.serial_when_small(work, nq):
+                _, probes = self._coarse_gemm(q, nprobe)
+                # spare candidates: the exact (distance, id) order cuts
+                return _cut(self._scan_cpu(q, k + SPARE, probes, mask), k)
+        assert self.centroids is not None
+        out_d = np.empty((nq, k), dtype=np.float32)
+        out_i = np.empty((nq, k), dtype=np.int64)
+        m = mask if mask is not None else _NO_MASK
+        args = (
+            q, self._centroid_columns(), self._centroid_norms(), self._list_numbers(), nprobe,
+            self.list_offsets, self.vectors, self.norms, self._ids, m, mask is not None,
+            self._l2, k + SPARE, out_d, out_i,
+        )  # fmt: skip
+        if nq == 1:  # no thread count to switch, no pool to wake
+            K.search_lists_serial(*args)
+            return out_d, out_i
+        with K.serial_when_small(work, nq), K.dynamic_schedule():
+            K.search_lists(*args)
+        return out_d, out_i
 
     def _scan_cpu(
         self, q: np.ndarray, k: int, probes: np.ndarray, mask: np.ndarray | None
@@ -432,16 +497,23 @@ class IVFFlatIndex(_IVF):
         self._dev.clear()
 
 
-# the list scan of IVF-Flat on each device (chosen once per search by the backend)
+# the coarse step and the IVF-Flat search on each device (chosen once per call by the backend)
 LIST_SCAN = DeviceTable("vector.ivf")
-LIST_SCAN.cpu("scan")(IVFFlatIndex._scan_cpu)
+LIST_SCAN.cpu("coarse")(_IVF._coarse_cpu)
+LIST_SCAN.gpu("coarse")(_IVF._coarse_gemm)
+LIST_SCAN.cpu("search")(IVFFlatIndex._search_cpu)
 
 
-@LIST_SCAN.gpu("scan")
-def _scan_gpu(index: IVFFlatIndex, q: np.ndarray, k: int, probes: np.ndarray, mask: Any) -> Any:
-    if k > K.GPU_KMAX:  # wider than the GPU heap kernels: the host scan
-        return index._scan_cpu(q, k, probes, mask)
-    return index._gpu_search(q, k, probes, mask)
+@LIST_SCAN.gpu("search")
+def _search_gpu(
+    index: IVFFlatIndex, q: np.ndarray, k: int, nprobe: int, mask: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    with K.serial_when_small(index._search_work(q.shape[0], nprobe), q.shape[0]):
+        _, probes = index._coarse(q, nprobe)
+        kk = k + SPARE  # spare candidates: the exact (distance, id) order cuts
+        if kk > K.GPU_KMAX:  # wider than the GPU heap kernels: the host scan
+            return _cut(index._scan_cpu(q, kk, probes, mask), k)
+        return _cut(index._gpu_search(q, kk, probes, mask), k)
 
 
 class IVFPQIndex(_IVF):

@@ -3,7 +3,8 @@
 Lloyd iterations on a random sample (at most ``max_points_per_centroid`` points per centroid):
 the assignment step is an exact top-1 search (:func:`hpc.domains.vector.flat.flat_search`,
 blocked GEMM), the update a fixed-order float64 sum per cluster. Empty clusters take half of
-the largest cluster (its centroid, nudged apart). For the inner-product and cosine metrics the
+the largest cluster (its centroid, nudged apart across its direction, so the split survives
+the normalisation of spherical k-means). For the inner-product and cosine metrics the
 centroids are normalised after every update (spherical k-means).
 """
 
@@ -32,6 +33,34 @@ def _min_sq_dist(x: np.ndarray, c: np.ndarray, mind: np.ndarray) -> None:  # pra
             acc += d * d
         if acc < mind[i]:
             mind[i] = acc
+
+
+SPLIT_EPS = 1.0 / 1024  # relative size of the nudge that separates the two halves of a split
+
+
+def _split_empty(
+    sums: np.ndarray, counts: np.ndarray, scale: float, rng: np.random.Generator
+) -> None:
+    """Give every empty cluster half of the currently largest one, in place (``counts`` of
+    0 are left only where no cluster has two points: the centroid is a copy then).
+
+    The two halves get the big cluster's centroid nudged apart by ``+-SPLIT_EPS * scale`` on
+    every axis with random signs, a direction across the centroid: a nudge along the
+    centroid (a scaling) would vanish in the normalisation of spherical k-means, leaving two
+    equal centroids, one of which assignment leaves empty again at every iteration.
+    """
+    dim = sums.shape[1]
+    for c in np.flatnonzero(counts == 0):
+        big = int(np.argmax(counts))
+        mean = sums[big] / counts[big]
+        if counts[big] < 2:  # nothing to split (fewer distinct points than clusters): a copy
+            sums[c] = mean
+            continue
+        nudge = SPLIT_EPS * scale * rng.choice(np.array([-1.0, 1.0]), size=dim)
+        half = counts[big] // 2
+        counts[c], counts[big] = half, counts[big] - half
+        sums[c] = (mean + nudge) * counts[c]
+        sums[big] = (mean - nudge) * counts[big]
 
 
 def _init(x: np.ndarray, k: int, init: str, rng: np.random.Generator) -> np.ndarray:
@@ -106,6 +135,8 @@ def kmeans(
     xp = be.xp
     xd = xp.asarray(x)
     assign = np.zeros(n, dtype=np.int64)
+    # the nudge of a split: the root-mean-square coordinate of the data (0 only when all is)
+    split_scale = float(np.sqrt(np.mean(np.square(x[: min(n, 4096)], dtype=np.float64))))
     for it in range(it0, niter + 1):
         if spherical:
             norms_c = np.sqrt((centroids.astype(np.float64) ** 2).sum(axis=1))
@@ -123,16 +154,9 @@ def kmeans(
         sums = np.zeros((k, x.shape[1]), dtype=np.float64)
         counts = np.zeros(k, dtype=np.int64)
         K.kmeans_accumulate(x, assign, sums, counts)
-        for c in np.flatnonzero(counts == 0):  # split the largest cluster
-            big = int(np.argmax(counts))
-            sums[c] = sums[big] * (1 + 1e-4)
-            sums[big] *= 1 - 1e-4
-            counts[c] = counts[big] // 2 or 1
-            sums[c] *= counts[c] / max(counts[big], 1)
-            sums[big] *= (counts[big] - counts[c]) / max(counts[big], 1)
-            counts[big] -= counts[c]
-            counts[big] = max(counts[big], 1)
-        centroids = (sums / counts[:, None]).astype(np.float32)
+        # the split directions depend on (seed, iteration) only: a resumed run splits alike
+        _split_empty(sums, counts, split_scale, np.random.default_rng([abs(seed), it]))
+        centroids = (sums / np.maximum(counts, 1)[:, None]).astype(np.float32)
         if snapshot is not None:
             snapshot.save(it + 1, {"centroids": centroids})
     if counter is not None:

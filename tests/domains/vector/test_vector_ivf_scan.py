@@ -169,6 +169,77 @@ def test_group_pairs_puts_every_query_nearest_list_first():
     assert pair_query.shape[0] == probes.size
 
 
+# -- the fused search of few queries (coarse step, scan, exact re-scoring in one kernel) ---------
+@fuzz(40)
+@given(scan_case(), st.integers(1, 30), st.booleans(), st.sampled_from([0, 65, 130]))
+def test_fused_search_equals_numpy_brute_force(case, k_out, parallel, long_rows):
+    """``search_lists`` (and its serial twin, and ``coarse_lists``) against NumPy in float64:
+    the nprobe best lists by (score, list), then the k best rows of those by (distance, id),
+    on integer-valued vectors (exact in float32, so ids and distances must match); rows
+    scored four at a time (short) and one at a time (``long_rows``)."""
+    rng = np.random.default_rng(case["seed"])
+    sizes, dim, nq = case["sizes"], long_rows or case["dim"], min(case["nq"], 12)
+    n, nlist = int(sizes.sum()), sizes.shape[0]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    pool = rng.integers(-6, 7, size=(case["distinct"], dim)).astype(np.float32)
+    x = pool[rng.integers(0, pool.shape[0], size=n)]  # duplicates: ties broken by id
+    ids = rng.permutation(4 * n + 3)[:n].astype(np.int64)
+    q = rng.integers(-6, 7, size=(nq, dim)).astype(np.float32)
+    cents = rng.integers(-4, 5, size=(nlist, dim)).astype(np.float32)  # tied lists too
+    cnorms = (cents**2).sum(axis=1)
+    mask = (rng.random(n) < 0.6).astype(np.uint8) if case["masked"] else None
+    l2, nprobe = case["l2"], case["nprobe"]
+    kk = k_out + 8
+    # the reference: lists by (score, list number), rows by (distance, id)
+    q64, c64 = q.astype(np.float64), cents.astype(np.float64)
+    cscore = (c64**2).sum(axis=1)[None, :] - 2 * q64 @ c64.T if l2 else -(q64 @ c64.T)
+    ref_lists = np.stack([np.lexsort((np.arange(nlist), row))[:nprobe] for row in cscore])
+    d_ref, i_ref = reference_topk(q, x, offsets, ids, ref_lists, k_out, l2, mask)
+    d_ref = d_ref + (q64**2).sum(axis=1)[:, None] if l2 else -d_ref  # scores to distances
+    d_ref[i_ref < 0] = np.inf if l2 else -np.inf
+    # coarse step alone
+    cd = np.empty((nq, nprobe), dtype=np.float32)
+    cl = np.empty((nq, nprobe), dtype=np.int64)
+    ct = np.ascontiguousarray(cents.T)
+    K.coarse_lists(q, ct, cnorms, np.arange(nlist, dtype=np.int64), l2, cd, cl)
+    np.testing.assert_array_equal(cl, ref_lists)
+    np.testing.assert_array_equal(cd, np.take_along_axis(cscore, ref_lists, axis=1))
+    # the whole search
+    out_d = np.empty((nq, k_out), dtype=np.float32)
+    out_i = np.empty((nq, k_out), dtype=np.int64)
+    m = mask if mask is not None else np.zeros(1, dtype=np.uint8)
+    kernel = K.search_lists if parallel else K.search_lists_serial
+    kernel(
+        q, ct, cnorms, np.arange(nlist, dtype=np.int64), nprobe, offsets, x,
+        (x**2).sum(axis=1), ids, m, mask is not None, l2, kk, out_d, out_i,
+    )  # fmt: skip
+    np.testing.assert_array_equal(out_i, i_ref)
+    np.testing.assert_array_equal(out_d, d_ref.astype(np.float32))
+
+
+def test_one_query_search_equals_its_batch_and_flat():
+    """A query searched alone (the serial fused kernel) finds what it finds in a batch (the
+    parallel fused kernel) and in the separate coarse step and scan kernel, and at nprobe =
+    nlist what the exact flat index finds."""
+    ds = skewed_mixture(5000, nq=40, dim=20, clusters=50, metric="l2", k=10)
+    ivf = IVFFlatIndex(20, 24, niter=5)
+    ivf.train(ds.train)
+    ivf.add(ds.train)
+    batch = ivf.search(ds.test, 10, nprobe=5)
+    for r in range(0, 40, 7):
+        one = ivf.search(ds.test[r], 10, nprobe=5)
+        np.testing.assert_array_equal(one[1], batch[1][r : r + 1])
+        np.testing.assert_array_equal(one[0], batch[0][r : r + 1])
+    # the per-query scan kernel (the host scan of the GPU backend for k > GPU_KMAX) agrees
+    _, probes = ivf._coarse(ds.test[:30], 5)  # 30 x 5 pairs < 8 x 24: not the GEMM path
+    d2, i2 = ivf._scan_cpu(ds.test[:30], 18, probes, None)
+    np.testing.assert_array_equal(i2[:, :10], batch[1][:30])
+    np.testing.assert_array_equal(d2[:, :10], batch[0][:30])
+    d, i = ivf.search(ds.test[:5], 10, nprobe=24)
+    assert (i == ds.neighbors[:5]).mean() > 0.99  # float32 near-ties aside
+    np.testing.assert_allclose(d, ds.distances[:5], rtol=1e-5, atol=1e-5)
+
+
 # -- the small-search switch and the index paths ------------------------------------------------
 def test_serial_and_parallel_searches_agree(monkeypatch):
     ds = skewed_mixture(6000, nq=300, dim=24, clusters=60, metric="l2")
@@ -251,8 +322,8 @@ def test_bench_knn_sweep_reports_every_point_and_the_worst(capsys):
     knn.add_arguments(p)
     args = p.parse_args(
         ["--sweep", "--sweep-points", "8:2000", "--nlist", "8", "--sweep-queries", "1,30",
-         "--sweep-k", "1,10", "--nprobe", "1,2,4,8", "--exact-queries", "30", "--rerank", "20",
-         "--nbits", "4"]
+         "--sweep-k", "1,10", "--sweep-nprobe", "1,2,4,8", "--exact-queries", "30",
+         "--rerank", "20", "--nbits", "4"]
     )  # fmt: skip
     record = knn.run(args)
     rows = record["sweep"]
@@ -263,3 +334,23 @@ def test_bench_knn_sweep_reports_every_point_and_the_worst(capsys):
     assert {"dim", "n", "case", "k", "nq", "ours_qps", "faiss_qps"} <= set(worst)
     assert all(r["m"] == 4 for r in rows if r["case"] == "ivfpq")  # sub-vectors of 2
     assert "ratio" in capsys.readouterr().out
+
+
+def test_bench_knn_qps_at_equal_recall_interpolates_time_per_query(monkeypatch):
+    """The QPS at the target recall: time per query linear in recall between the last grid
+    point below the target and the first reaching it (QPS per nprobe given, not timed)."""
+    from hpc.benchmarks import knn
+
+    rng = np.random.default_rng()
+    qps = {p: float(v) for p, v in zip((2, 4, 8), rng.uniform(100, 5000, 3), strict=True)}
+    monkeypatch.setattr(knn, "_qps", lambda search, xq: qps[search(xq)])
+    search = lambda q, p: p  # noqa: E731 - the "search" tells which nprobe was timed
+    lo, hi = sorted(rng.uniform(0.5, 0.99, 2))
+    target = lo + rng.uniform(0, 1) * (hi - lo)
+    grid, eq = knn._qps_at_recall(search, None, [(2, lo - 0.1), (4, lo), (8, hi)], target)
+    w = (target - lo) / (hi - lo)
+    assert grid == qps[8]
+    np.testing.assert_allclose(1 / eq, (1 - w) / qps[4] + w / qps[8], rtol=1e-12)
+    # reached at the first grid point, or never: the QPS there
+    assert knn._qps_at_recall(search, None, [(2, 0.97)], 0.95) == (qps[2], qps[2])
+    assert knn._qps_at_recall(search, None, [(2, 0.5), (4, 0.6)], 0.95) == (qps[4], qps[4])
