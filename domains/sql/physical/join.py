@@ -210,7 +210,7 @@ def join(kind: str, left: Side, right: Side, lkeys: list[Column], rkeys: list[Co
     if kind == "single" and len(li):
         counts = np.bincount(li, minlength=left.nrows)
         if counts.max() > 1:
-            raise SQLError("more than one row returned by a subquery used as an expression")
+            raise SQLError("More than one row returned by a subquery used as an expression")
     lonely = np.flatnonzero(~matched)
     li_all = np.concatenate([li, lonely])
     ri_all = np.concatenate([ri, _xp().full(len(lonely), -1, np.int64)])
