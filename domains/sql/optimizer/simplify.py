@@ -66,8 +66,11 @@ def _fold(e: E.Expr) -> E.Expr | None:
     """The value of a constant expression as a literal (None: leave it, e.g. it raises)."""
     from hpc.domains.sql.physical.evaluate import Batch, evaluate
 
+    from hpc.jit import serial_below
+
     try:
-        col = evaluate(e, Batch({}, 1))
+        with serial_below(1):  # one row: its kernels start no parallel region
+            col = evaluate(e, Batch({}, 1))
     except Exception:  # noqa: BLE001 - an error stays where the query runs into it
         return None
     value = _value_of(col, e.type)

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
+from hpc.jit import serial_below
+
 from .device import on_device, xp
 
 __all__ = ["checked", "group_sums", "group_sums_many"]
@@ -89,7 +91,8 @@ def checked(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray | None,
     out = np.empty(n, dtype=np.int64)
     use = valid is not None
     v = valid if use else np.ones(1, dtype=np.bool_)
-    bad = _run(_OPS[op], a, b, v, use, np.int64(lo), np.int64(hi), out)
+    with serial_below(n):  # constants folded by the optimizer: no parallel region to start
+        bad = _run(_OPS[op], a, b, v, use, np.int64(lo), np.int64(hi), out)
     return out, bool(bad)
 
 
