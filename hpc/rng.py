@@ -96,10 +96,57 @@ def _variates(
 
 
 def _fill_lanes(out: Any, first: Any, k0: Any, k1: Any, stream: Any, normal: bool) -> None:
-    """CPU kernel: paths over threads, each path's dimensions in pairs."""
-    for p in prange(out.shape[0]):
-        for j0 in range(0, out.shape[1], 2):
-            _variates(out, first, k0, k1, stream, normal, p, j0)
+    """CPU kernel: rows of paths over threads, the variates in pairs.
+
+    The vector loops have no branch (the kind of variate is chosen outside them) and index
+    with unsigned integers (numba adds a negative-index select to signed ones), so LLVM
+    vectorises them: across a row's pairs when rows are wide, else across ``_CHUNK`` rows at
+    a time, each pair of dimensions into a contiguous scratch row that is then transposed."""
+    rows, dim = out.shape
+    s = np.uint64(stream)
+    if dim >= _WIDE:
+        pairs = dim // 2
+        for p in prange(rows):
+            index = np.uint64(first) + np.uint64(p)
+            row = out[p]
+            if normal:
+                for h in range(pairs):
+                    v1, v2 = _pair(index, np.uint64(h), k0, k1, s, True)
+                    row[np.uint64(2 * h)] = v1
+                    row[np.uint64(2 * h + 1)] = v2
+            else:
+                for h in range(pairs):
+                    v1, v2 = _pair(index, np.uint64(h), k0, k1, s, False)
+                    row[np.uint64(2 * h)] = v1
+                    row[np.uint64(2 * h + 1)] = v2
+            if dim % 2 == 1:
+                v1, v2 = _pair(index, np.uint64(pairs), k0, k1, s, normal)
+                row[np.uint64(dim - 1)] = v1
+        return
+    for c in prange((rows + _CHUNK - 1) // _CHUNK):
+        r0 = c * _CHUNK
+        n = min(_CHUNK, rows - r0)
+        base = np.uint64(first) + np.uint64(r0)
+        buf = np.empty((dim + 1, _CHUNK))
+        for h in range((dim + 1) // 2):
+            lo, hi = buf[2 * h], buf[2 * h + 1]
+            if normal:
+                for i in range(n):
+                    v1, v2 = _pair(base + np.uint64(i), np.uint64(h), k0, k1, s, True)
+                    lo[np.uint64(i)] = v1
+                    hi[np.uint64(i)] = v2
+            else:
+                for i in range(n):
+                    v1, v2 = _pair(base + np.uint64(i), np.uint64(h), k0, k1, s, False)
+                    lo[np.uint64(i)] = v1
+                    hi[np.uint64(i)] = v2
+        for i in range(n):
+            for j in range(dim):
+                out[r0 + i, j] = buf[j, i]
+
+
+_WIDE = 32  # dimensions from which a row is one vector loop (else rows are the lanes)
+_CHUNK = 256  # rows advanced together when rows are narrow
 
 
 def _fill_threads(out: Any, first: Any, k0: Any, k1: Any, stream: Any, normal: bool) -> None:
@@ -138,7 +185,12 @@ def _cpu_kernels() -> dict[str, Any]:
         from . import vmath
         from .jit import specialise
 
-        bind = {"_log": vmath.log, "_sincos_turns": vmath.sincos_turns}
+        bind = {
+            "_log": vmath.log,
+            "_sincos_turns": vmath.sincos_turns,
+            "_WIDE": _WIDE,
+            "_CHUNK": _CHUNK,
+        }
         helpers = [h for h in _HELPERS if h is not _sincos_turns]
         lanes = specialise(
             "rng_fill", [_fill_lanes], helpers, bind, "cpu", {"error_model": "numpy"}

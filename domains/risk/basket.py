@@ -104,12 +104,21 @@ def _m_step(
     antithetic: bool,
 ) -> None:  # fmt: skip
     d = _ASSETS
-    z1 = z2 = 0.0
-    for a in range(d):
-        k = j * d + a
-        if a == 0 or k % 2 == 0:
-            z1, z2 = _pair(p, np.uint64(k // 2), k0, k1, stream, True)
-        st[d + a, i] = z1 if k % 2 == 0 else z2
+    # normals j d .. j d + d - 1 of the path, in whole pairs: no branch that depends on the
+    # asset inside the vector loop over lanes (a pair drawn under a condition kept it scalar)
+    k = j * d
+    a = 0
+    if k % 2 == 1:  # the window starts on the second normal of a pair
+        z1, z2 = _pair(p, np.uint64(k // 2), k0, k1, stream, True)
+        st[d, i] = z2
+        a = 1
+    for h in range((d - a) // 2):
+        z1, z2 = _pair(p, np.uint64((k + a) // 2 + h), k0, k1, stream, True)
+        st[d + a + 2 * h, i] = z1
+        st[d + a + 2 * h + 1, i] = z2
+    if (d - a) % 2 == 1:  # and ends on the first normal of a pair
+        z1, z2 = _pair(p, np.uint64((k + d - 1) // 2), k0, k1, stream, True)
+        st[2 * d - 1, i] = z1
     _m_move(st, 0, i, 1.0, j, m, mp, q)
     if antithetic:
         _m_move(st, _HALF, i, -1.0, j, m, mp, q)
