@@ -128,6 +128,9 @@ class OpenBoundary:
     relax: float = 0.1
 
 
+# Blocks of fewer cells update in one kernel call after the exchange ("auto" overlap, CPU).
+_OVERLAP_MIN_CELLS = 1 << 18
+
 # Fixed-point scale of the convective outlet's face sums (velocity, density deviation): integer
 # sums are exact, hence the same on every decomposition (2^32: 2e-10 resolution; values below 1
 # on up to 2^31 face cells fit int64).
@@ -211,6 +214,11 @@ class LBMSolver:
         on the GPU the links are held and updated on the device.
     curved : bool
         Interpolated (second-order) bounce-back on the bodies' links, else half-way.
+    overlap : {"auto", True, False}
+        Update the cells that need no pending ghosts while the halo messages travel, then the
+        block's boundary faces (three kernel calls), or exchange first and update the whole
+        block in one call. ``"auto"``: overlap on the GPU, and on the CPU for blocks of at
+        least ``_OVERLAP_MIN_CELLS`` cells. Results are bitwise the same.
     """
 
     def __init__(
@@ -231,6 +239,7 @@ class LBMSolver:
         curved: bool = True,
         smagorinsky: float = 0.0,
         mrt_rates: dict[str, float] | None = None,
+        overlap: str | bool = "auto",
     ) -> None:
         if decomp.halo != 1:
             raise ValueError(f"the lattice Boltzmann solver needs halo=1, not {decomp.halo}")
@@ -287,6 +296,13 @@ class LBMSolver:
                 "streaming='aa' does not support open boundaries or bodies; use 'pull'"
             )
         self.streaming = streaming
+        if overlap not in ("auto", True, False):
+            raise ValueError(f"overlap={overlap!r}: expected 'auto', True or False")
+        # A small block's boundary boxes are thin, single-threaded kernel calls that cost more
+        # than the overlap saves (CPU messages barely progress during a kernel anyway).
+        cells = math.prod(decomp.local_shape)
+        self.overlap = bool(overlap) if overlap != "auto" else (
+            self.backend.is_gpu or cells >= _OVERLAP_MIN_CELLS)
         target = self.backend.name  # the generator writes the kernel for this device
         ghost = tuple(decomp.ghost_shape)
 
@@ -599,6 +615,8 @@ class LBMSolver:
         (long contiguous rows, and no thin boxes across the innermost axis).
         """
         n = self.decomp.local_shape
+        if not self.overlap:  # one box, updated after the exchange
+            return tuple(v for a in range(len(n)) for v in (1, n[a] + 1)), []
         pending = set(self.halo.pending_axes)
         if self.push is not None:
             pending |= set(self.push.pending_axes)
@@ -649,10 +667,10 @@ class LBMSolver:
         """One kernel pass over the block, overlapped with ``exchange`` of ``f``."""
         (inner, inner_kernel), *ring = plan
         exchange.start(self.f)
-        if self._has_open_faces or self.bounce is not None:
+        if self._has_open_faces or self.bounce is not None or not self.overlap:
             # The inner box reaches the open faces, whose ghosts are set from exchanged
             # cells, and the links' interpolation reads ghosts: exchange, set them, then
-            # update (no overlap).
+            # update (no overlap; nor when the block is one box).
             exchange.finish()
             if self._has_open_faces:
                 self._apply_open_boundaries()
