@@ -2,8 +2,8 @@
 directory argv[1] gives DuckDB's rows on rank 0 and leaves no rows on the other ranks;
 argv[2] is the broadcast limit in rows (0 forces shuffle joins everywhere), argv[3] the
 path (``fast``: the ``"ok"`` queries; ``layered``: all but the pending ones; ``device``:
-those on the layered engine on the GPU backend, under the CUDA simulator with strict
-stand-ins for CuPy arrays, :mod:`hpc.testing.device`). Prints the
+every third of those on the layered engine on the GPU backend, under the CUDA simulator with
+strict stand-ins for CuPy arrays, :mod:`hpc.testing.device`). Prints the
 mismatches by query id, or ``ok: N queries on R ranks``. A query marked
 ``wrong_on_ranks`` must still differ (a known bug), and fails the job once it agrees."""
 
@@ -25,13 +25,16 @@ def main() -> int:
     catalog = Catalog.from_directory(directory)
     con = data.duckdb_over(directory) if comm.Get_rank() == 0 else None
     options = QueryOptions(broadcast_rows=limit, path=path)
-    if path == "device":
+    device = path == "device"
+    if device:
         from hpc.testing.device import simulated_backend
 
         options = QueryOptions(broadcast_rows=limit, path="layered",
                                backend=simulated_backend())
         path = "layered"
     ok = [q for q in QUERIES if q.status == "ok" or (path == "layered" and q.status != "pending")]
+    if device:  # every third query: each feature's, at a third of the simulator's time
+        ok = ok[::3]
     failures = []
     for q in ok:
         try:

