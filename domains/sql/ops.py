@@ -50,8 +50,10 @@ __all__ = ["OPS", "hash_join", "group_ids", "combine_ids", "reduce_groups", "all
            "table_on", "columns_on_host"]
 
 OPS = DeviceTable("sql")
-OPS.constants("cpu", carries_raw_columns=True, defers_scan_filter=True)
-OPS.constants("gpu", carries_raw_columns=False, defers_scan_filter=False)
+# ``host_kernels``: the layered engine's CPU-only mechanisms apply (fused SUM programs,
+# deferred filter gathers, masked dense filters, lazy decimals)
+OPS.constants("cpu", carries_raw_columns=True, defers_scan_filter=True, host_kernels=True)
+OPS.constants("gpu", carries_raw_columns=False, defers_scan_filter=False, host_kernels=False)
 
 
 # -- CPU: the numba kernels on NumPy columns (``xp`` is NumPy) ----------------------------------
@@ -148,6 +150,56 @@ def _fused_sums_cpu(xp: Any, ids: Any, ngroups: int, aggs: list[Any], args: list
 def _fused_sums_gpu(xp: Any, ids: Any, ngroups: int, aggs: list[Any], args: list[Column | None],
                     states: list, counts: dict) -> None:
     return None  # each aggregate is reduced on its own (reduce_groups)
+
+
+# -- the layered engine's exact group sums, min/max and checked arithmetic --------------------
+@OPS.cpu("exact_group_sums")
+def _exact_group_sums_cpu(xp: Any, ids: Any, values: Any, mask: Any, ngroups: int) -> tuple:
+    from .physical.checked import group_sums
+
+    return group_sums(ids, values, mask, ngroups)
+
+
+@OPS.gpu("exact_group_sums")
+def _exact_group_sums_gpu(xp: Any, ids: Any, values: Any, mask: Any, ngroups: int) -> tuple:
+    """(sums, counts, overflowed) per group: the sums of the values' 32-bit halves by the
+    device's group sums (exact below 2**31 rows), recombined."""
+    from . import gpu_ops
+
+    high, _ = gpu_ops.reduce_groups(xp, "sum", ids, ngroups, values >> 32, mask)
+    low, _ = gpu_ops.reduce_groups(xp, "sum", ids, ngroups, values & 0xFFFFFFFF, mask)
+    counts, _ = gpu_ops.reduce_groups(xp, "count", ids, ngroups, values, mask)
+    top = high + (low >> 32)
+    overflowed = (top < -(2**31)) | (top >= 2**31)
+    return (top << 32) | (low & 0xFFFFFFFF), counts, overflowed
+
+
+@OPS.cpu("group_minmax")
+def _group_minmax_cpu(xp: Any, ids: Any, values: Any, mask: Any, ngroups: int,
+                      want_max: bool) -> tuple[Any, Any]:
+    return aggregate.minmax(ids, values, mask, ngroups, want_max)
+
+
+@OPS.gpu("group_minmax")
+def _group_minmax_gpu(xp: Any, ids: Any, values: Any, mask: Any, ngroups: int,
+                      want_max: bool) -> tuple[Any, Any]:
+    from . import gpu_ops
+
+    return gpu_ops.reduce_groups(xp, "max" if want_max else "min", ids, ngroups, values, mask)
+
+
+@OPS.cpu("checked")
+def _checked_cpu(xp: Any, op: str, a: Any, b: Any, valid: Any, lo: int, hi: int) -> tuple:
+    from .physical.checked import checked_kernel
+
+    return checked_kernel(op, a, b, valid, lo, hi)
+
+
+@OPS.gpu("checked")
+def _checked_gpu(xp: Any, op: str, a: Any, b: Any, valid: Any, lo: int, hi: int) -> tuple:
+    from .physical.checked import checked_arrays
+
+    return checked_arrays(xp, op, a, b, valid, lo, hi)
 
 
 # -- the same on both devices ------------------------------------------------------------------

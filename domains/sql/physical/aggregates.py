@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 from hpc.domains.sql import strings
-from hpc.domains.sql.aggregate import combine_ids, group_ids, minmax
+from hpc.domains.sql.aggregate import combine_ids, group_ids
 from hpc.domains.sql.errors import SQLError, UnsupportedSQL
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical.types import SQLType
 from hpc.domains.sql.table import Column
 
-from .device import kernels, on_device
+from .device import kernels
 from .device import xp as _xp
 from .evaluate import (
     DAY_US,
@@ -145,29 +145,16 @@ def _counts(ids: np.ndarray, mask: np.ndarray, ngroups: int) -> np.ndarray:
 
 def _exact_sum(ids: np.ndarray, values: np.ndarray, mask: np.ndarray, ngroups: int
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(sums, counts, overflowed) of int64 values per group, exactly (one parallel pass,
-    :func:`.checked.group_sums`; on the device, the sums of the values' 32-bit halves by
-    the device's group sums, exact below 2**31 rows)."""
-    from .checked import group_sums
-
-    if not on_device():
-        return group_sums(ids, values, mask, ngroups)
-    ops, x = kernels(), _xp()
-    high, _ = ops.reduce_groups(x, "sum", ids, ngroups, values >> 32, mask)
-    low, _ = ops.reduce_groups(x, "sum", ids, ngroups, values & 0xFFFFFFFF, mask)
-    counts, _ = ops.reduce_groups(x, "count", ids, ngroups, values, mask)
-    top = high + (low >> 32)
-    overflowed = (top < -(2**31)) | (top >= 2**31)
-    return (top << 32) | (low & 0xFFFFFFFF), counts, overflowed
+    """(sums, counts, overflowed) of int64 values per group, exactly, on the run's device
+    (:func:`.checked.group_sums`; on the GPU the sums of the values' 32-bit halves, exact
+    below 2**31 rows)."""
+    return kernels().exact_group_sums(_xp(), ids, values, mask, ngroups)
 
 
 def _group_minmax(ids: np.ndarray, values: np.ndarray, mask: np.ndarray, ngroups: int,
                   want_max: bool) -> tuple[np.ndarray, np.ndarray]:
     """(min or max, has a value) per group over the ``mask`` rows, on the run's device."""
-    if not on_device():
-        return minmax(ids, values, mask, ngroups, want_max)
-    return kernels().reduce_groups(_xp(), "max" if want_max else "min", ids, ngroups, values,
-                                   mask)
+    return kernels().group_minmax(_xp(), ids, values, mask, ngroups, want_max)
 
 
 def _sorted_groups(ids: np.ndarray, mask: np.ndarray, key: np.ndarray, ngroups: int

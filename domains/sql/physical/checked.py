@@ -12,7 +12,7 @@ from numba import njit, prange
 
 from hpc.jit import serial_below
 
-from .device import on_device, xp
+from .device import kernels, xp
 
 __all__ = ["checked", "group_sums", "group_sums_many"]
 
@@ -78,9 +78,14 @@ def _operand(x: Any) -> np.ndarray:
 def checked(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray | None,
             lo: int, hi: int) -> tuple[np.ndarray, bool]:
     """``(a op b, overflowed)`` for ``op`` in add, sub, mul over equal-length int64 arrays
-    (a scalar operand is broadcast); rows where ``valid`` is False never count."""
-    if on_device():
-        return _checked_on_device(xp(), op, a, b, valid, lo, hi)
+    (a scalar operand is broadcast); rows where ``valid`` is False never count. On the run's
+    device (:func:`.device.kernels`): a parallel CPU kernel, or array operations."""
+    return kernels().checked(xp(), op, a, b, valid, lo, hi)
+
+
+def checked_kernel(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray | None,
+                   lo: int, hi: int) -> tuple[np.ndarray, bool]:
+    """:func:`checked` by one parallel CPU pass."""
     a, b = _operand(a), _operand(b)
     if a.shape[0] == b.shape[0] or b.shape[0] == 1:
         n = a.shape[0]
@@ -99,8 +104,8 @@ def checked(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray | None,
 _INT64_MIN = np.iinfo(np.int64).min
 
 
-def _checked_on_device(xp: Any, op: str, a: Any, b: Any, valid: Any, lo: int, hi: int
-                       ) -> tuple[Any, bool]:
+def checked_arrays(xp: Any, op: str, a: Any, b: Any, valid: Any, lo: int, hi: int
+                   ) -> tuple[Any, bool]:
     """:func:`checked` as array operations (the device has no numba CPU kernel): int64
     arithmetic wraps, and the wrap is detected afterwards; a product by dividing it back
     (a wrapped product differs from the true one by a multiple of 2**64, more than the

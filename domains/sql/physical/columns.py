@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 from hpc.domains.sql import ops, strings
-from hpc.domains.sql.aggregate import combine_ids, group_ids
 from hpc.domains.sql.table import Column, settle
 
 from .aggregates import sort_rank
-from .device import backend, on_device, xp
+from .device import backend, xp
 
 __all__ = ["carried_keys", "differing_rows", "group_keys", "sort_order", "stack"]
 
@@ -31,11 +30,8 @@ def group_keys(cols: list[Column], n: int) -> tuple[np.ndarray, int, np.ndarray]
             v = x.where(c.valid, v, v.dtype.type(0))
         arrays.append(v)
         valids.append(c.valid)
-    if on_device():
-        where = backend()
-        return ops.group_ids(where, ops.combine_ids(where, arrays, valids))
-    ids, ngroups, first = group_ids(combine_ids(arrays, valids))
-    return ids, ngroups, first
+    where = backend()  # the run's device's kernels (the CPU's outside a run)
+    return ops.group_ids(where, ops.combine_ids(where, arrays, valids))
 
 
 def carried_keys(keys: list[Column]) -> tuple[list[Column], tuple | None]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from hpc.backend import Backend, get_backend
 
-__all__ = ["running_on", "backend", "kernels", "xp", "on_device"]
+__all__ = ["running_on", "backend", "kernels", "xp"]
 
 _current: ContextVar[Backend | None] = ContextVar("hpc_sql_backend", default=None)
 
@@ -42,11 +42,6 @@ def xp() -> Any:
     """The array module of the run in progress (NumPy, or CuPy on the GPU)."""
     current = _current.get()
     return np if current is None else current.xp
-
-
-def on_device() -> bool:
-    """Whether the run in progress keeps its columns on a GPU."""
-    return backend().is_gpu
 
 
 def kernels() -> Any:

@@ -39,7 +39,7 @@ from hpc.jit import SERIAL_BELOW, serial_below
 from .aggregates import Sums, aggregate_column, fusable
 from .checked import group_sums_many
 from .columns import carried_keys, group_keys, sort_order, stack
-from .device import on_device, running_on, xp
+from .device import kernels, running_on, xp
 from .evaluate import Batch, evaluate
 from .exchange import Ranks, agree, exchange, global_count_many, mark_global, skewed
 from .join import Side, join, null_safe_keys
@@ -102,7 +102,7 @@ def _fused_sums(node: P.Aggregate, batch: Batch, ids: np.ndarray, ngroups: int
     """The exact sums per group of every :func:`~.aggregates.fusable` SUM and AVG of a
     complete aggregate, in one pass over the group ids when there are several: name ->
     (its argument, its sums)."""
-    if node.phase != "complete" or on_device():  # (on the device: each SUM on its own)
+    if node.phase != "complete" or not kernels().host_kernels:  # (else each SUM alone)
         return {}
     fused = [(name, agg) for name, agg in node.aggregates if fusable(agg)]
     programs = compile_sums([agg.args[0] for _, agg in fused]) if FUSE_ARITHMETIC else None
@@ -136,7 +136,8 @@ def _kept(side: Side, rows: np.ndarray) -> Side:
     reads of a join above (composed, those reads would go to the whole column)."""
     if len(rows) == side.nrows:
         return Side(dict(side.columns), side.nrows)
-    if not DEFER_FILTERS or len(rows) * DEFER_FROM < side.nrows or on_device():
+    if not DEFER_FILTERS or len(rows) * DEFER_FROM < side.nrows or \
+            not kernels().host_kernels:
         return _take(side, rows)  # few rows: gathered now, small enough to stay in cache
     shared = Rows(rows)
     return Side({n: deferred_gather(c, shared) if type(c) in (Column, Deferred)
@@ -323,7 +324,7 @@ class Executor:
     def _filter(self, node: P.Filter) -> Side:
         side = self.side(node.input)
         grouped = id(node) in self._grouped_filters and not node.settle and \
-            not self.backend.is_gpu  # (the aggregate's masked groups: a CPU kernel)
+            kernels().host_kernels  # (the aggregate's masked groups: a CPU kernel)
         rows = _rows_passing(node.condition, side, as_mask=grouped)
         if rows.dtype == np.bool_:  # a mask: the filter kept at least half of the rows
             count = int(np.count_nonzero(rows))

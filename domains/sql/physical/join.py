@@ -16,13 +16,11 @@ from typing import Any
 
 import numpy as np
 from hpc.domains.sql import ops, strings
-from hpc.domains.sql.aggregate import combine_ids
 from hpc.domains.sql.errors import SQLError
-from hpc.domains.sql.join import hash_join
 from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.table import Column
 
-from .device import backend, kernels, on_device
+from .device import backend, kernels
 from .device import xp as _xp
 from .evaluate import Batch, evaluate
 
@@ -93,8 +91,7 @@ def _keys(lcols: list[Column], rcols: list[Column], nl: int,
         lk, rk = pairs[0]
     else:
         both = [np.concatenate([a, b]) for a, b in pairs]
-        ids = ops.combine_ids(backend(), both, [None] * len(both)) if on_device() else \
-            combine_ids(both, [None] * len(both))
+        ids = ops.combine_ids(backend(), both, [None] * len(both))
         lk, rk = ids[:nl], ids[nl:]
     return lk, _valid(lcols, nl), rk, _valid(rcols, nr)
 
@@ -126,9 +123,7 @@ def _pairs(left: Side, right: Side, lkeys: list[Column], rkeys: list[Column],
 def _pairs_of(probe: np.ndarray, build: np.ndarray, probe_valid: Any, build_valid: Any
               ) -> tuple[np.ndarray, np.ndarray]:
     """The row pairs with equal keys (neither NULL), by the run's device's hash join."""
-    if on_device():
-        return kernels().join(_xp(), probe, build, "inner", probe_valid, build_valid)
-    return hash_join(probe, build, "inner", probe_valid, build_valid)
+    return kernels().join(_xp(), probe, build, "inner", probe_valid, build_valid)
 
 
 _BUILD_LARGER = 2  # a marking join builds its right side unless this many times the left
