@@ -26,7 +26,7 @@ from hpc.comm import world
 from hpc.errors import UsageError
 
 from .timing import time_interleaved
-from .tpch import _add_data_arguments, _add_path_argument, _data, _duckdb, _duckdb_threads, _geomean
+from .tpch import _add_data_arguments, _data, _duckdb, _duckdb_threads, _geomean
 
 __all__ = ["QUERIES", "add_arguments", "run"]
 
@@ -251,7 +251,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", default=None,
                    help=f"comma-separated query names (default all: {', '.join(QUERIES)})")
     p.add_argument("--reps", type=int, default=3, help="timed repetitions (median)")
-    _add_path_argument(p)
 
 
 def _wanted(names: str | None) -> list[str]:
@@ -291,7 +290,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     comm = world()
     rank0 = comm.Get_rank() == 0
     wanted = _wanted(args.queries)
-    options = QueryOptions(backend=get_backend("cpu"), path=args.path)
+    options = QueryOptions(backend=get_backend("cpu"))
     path = _data(args, comm)
     catalog = Catalog.from_directory(path)
     threads = _duckdb_threads(comm)
@@ -333,7 +332,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "bench": "sql",
         "backend": "cpu",
-        "path": args.path,
         "ranks": comm.Get_size(),
         "size": {"sf": args.sf, "queries": wanted, "duckdb_threads": threads},
         "ours": {"geomean_s": mean("ours_s")},

@@ -36,7 +36,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resident", action="store_true",
                    help="tables read once into memory (ours: on the backend's device; DuckDB: "
                         "CREATE TABLE; polars: eager frames), so no Parquet decoding is timed")
-    _add_path_argument(p)
     p.add_argument("--backend", default="cpu",
                    help="cpu (default) or gpu: where our columns and kernels run")
 
@@ -45,12 +44,6 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
     """``--sf`` and ``--data``: the options :func:`_data` reads."""
     p.add_argument("--sf", type=float, default=1.0, help="scale factor (1)")
     p.add_argument("--data", default=None, help="Parquet directory (default: generated, cached)")
-
-
-def _add_path_argument(p: argparse.ArgumentParser) -> None:
-    """``--path``: which of the engine's query paths answers."""
-    p.add_argument("--path", default="auto", choices=("auto", "layered", "fast"),
-                   help="which query path answers (QueryOptions.path; default auto)")
 
 
 def _duckdb_threads(comm: Any) -> int:
@@ -132,7 +125,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     comm = world()
     rank0 = comm.Get_rank() == 0
     backend = get_backend(args.backend)
-    options = QueryOptions(backend=backend, path=args.path)
+    options = QueryOptions(backend=backend)
     path = _data(args, comm)
     catalog = Catalog.from_directory(path)
     if args.resident:
@@ -182,7 +175,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "bench": "tpch",
         "backend": backend.name,
-        "path": args.path,
         "ranks": comm.Get_size(),
         "size": {"sf": args.sf, "queries": wanted, "duckdb_threads": threads,
                  "resident": bool(args.resident)},

@@ -77,7 +77,8 @@ if [ -d .whl ]; then
     2>&1 | tail -2 | tee -a "$LOG"
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
 fi
-timeout 120 $PY -m pytest -q -m gpu -p no:cacheprovider tests/test_sql.py 2>&1 | tail -5 \
+timeout 120 $PY -m pytest -q -m gpu -p no:cacheprovider tests/domains/sql/test_sql.py \
+  tests/domains/sql/test_sql_device.py::test_cudf_round_trip_and_query 2>&1 | tail -5 \
   | tee -a "$LOG"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 TPCH=/tmp/tpch-sf1

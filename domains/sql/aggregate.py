@@ -13,8 +13,7 @@ from hpc.backend import array_module
 
 from .join import slot_of
 
-__all__ = ["group_ids", "combine_ids", "reduce_groups", "sum_columns", "distinct_values",
-           "distinct_integers", "AGGREGATES"]
+__all__ = ["group_ids", "combine_ids", "reduce_groups", "AGGREGATES"]
 
 AGGREGATES = ("sum", "count", "min", "max", "avg", "count_distinct")
 _kernels: dict[str, Any] = {}
@@ -136,13 +135,6 @@ def distinct_count(keys):  # type: ignore[no-untyped-def]
     return n
 
 
-@njit(nogil=True, cache=True)
-def mark_present(keys, lo, seen):  # type: ignore[no-untyped-def]
-    # seen[k - lo] for every key (keys checked to lie in range by the caller)
-    for i in range(keys.shape[0]):
-        seen[keys[i] - lo] = True
-
-
 @njit(parallel=True, nogil=True, cache=True)
 def mask_groups(ids, kept, ngroups, out, present):  # type: ignore[no-untyped-def]
     # out: ids where kept, else ngroups; present[g]: some kept row is in group g (written
@@ -176,25 +168,6 @@ def sum_count(ids, values, valid, ngroups, total):  # type: ignore[no-untyped-de
             total[g] += values[i]
             counts[g] += 1
     return total, counts
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def sums_by_chunk(ids, columns, ngroups, chunks, totals, counts):  # type: ignore[no-untyped-def]
-    # per-group sums of several columns and the rows per group in one pass over the ids.
-    # The rows are cut into `chunks` fixed ranges, summed in parallel into their own slot;
-    # the caller adds the slots in order, so the result does not depend on the threads
-    n = ids.shape[0]
-    k = len(columns)
-    for c in prange(chunks):
-        lo = c * n // chunks
-        hi = (c + 1) * n // chunks
-        total = totals[c]
-        count = counts[c]
-        for i in range(lo, hi):
-            g = ids[i]
-            count[g] += 1
-            for j in range(k):
-                total[g, j] += columns[j][i]
 
 
 @njit(nogil=True, cache=True)
@@ -290,31 +263,6 @@ def _capacity(groups: int) -> int:
     return 1 << max(10, (2 * groups).bit_length())
 
 
-def distinct_values(values: np.ndarray) -> int:
-    """How many distinct values a column holds (floats by value, -0.0 as 0.0), by a hash
-    set: ``len(np.unique(values))`` without sorting."""
-    k = np.asarray(values)
-    if np.issubdtype(k.dtype, np.floating):
-        k = (k.astype(np.float64) + 0.0).view(np.int64)
-    return int(distinct_count(np.ascontiguousarray(k, dtype=np.int64)))
-
-
-def distinct_integers(values: np.ndarray) -> np.ndarray | None:
-    """The distinct values of an integer column, ascending, from a byte per value of its
-    range (one pass, no group ids: ``SELECT DISTINCT k`` of an IN subquery over millions of
-    rows); ``None`` when the range is too wide for that (more than 8 bytes a row). A byte,
-    not the joins' bitmap: unpacking the bits costs more than they save (29 ms against
-    13 ms for 1.5M distinct keys among 4M)."""
-    if values.dtype.kind not in "iu" or len(values) == 0:
-        return None
-    lo, span = _value_range(values)
-    if lo is None or span > max(8 * len(values), 1 << 16) or span > 1 << 28:
-        return None
-    seen = np.zeros(span, dtype=np.bool_)
-    mark_present(values, lo, seen)
-    return (np.flatnonzero(seen) + lo).astype(values.dtype)
-
-
 def combine_ids(columns: list[np.ndarray], valids: list[np.ndarray | None],
                 group: Any = None) -> np.ndarray:
     """One int64 key per row for several key columns, equal exactly when every column is
@@ -380,38 +328,7 @@ def _pack(xp: Any, combined: Any, col: Any, lo: int, span: int, valid: Any) -> A
 
 _SMALL_SPAN = 1 << 12  # key ranges up to this many values: factorise_small
 _PARALLEL_ROWS = 1 << 17  # fewer rows: one thread is as fast
-_CHUNK_ROWS = 1 << 16  # rows per parallel slot of sum_columns, at least
-_CHUNKS = 16  # slots of sum_columns: fixed, so sums are the same on any number of threads
-_CHUNKED_GROUPS = 1 << 12  # more groups: one slot (the slots' tables would leave the cache)
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    """A read-only view: numba types a tuple of arrays by each one's flags, so columns that
-    Arrow owns (read-only) and NumPy's must all look alike to share one kernel."""
-    view = a.view()
-    view.flags.writeable = False
-    return view
-
-
-def sum_columns(ids: np.ndarray, ngroups: int,
-                columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """``(sums, counts)``: per-group sums of several float64 columns without nulls
-    (``sums[j]`` of ``columns[j]``) and the rows per group, in one pass over the group ids
-    instead of one per aggregate (TPC-H Q1 has five). Few groups are summed in parallel
-    over fixed row ranges added in order: the same result on any number of threads."""
-    n = len(ids)
-    chunks = max(1, min(_CHUNKS, n // _CHUNK_ROWS)) if ngroups <= _CHUNKED_GROUPS else 1
-    totals = np.zeros((chunks, ngroups, len(columns)))
-    counts = np.zeros((chunks, ngroups), dtype=np.int64)
-    if columns and n:
-        values = tuple(_read_only(np.ascontiguousarray(c, dtype=np.float64)) for c in columns)
-        sums_by_chunk(ids, values, ngroups, chunks, totals, counts)
-    elif n:
-        counts[0] = np.bincount(ids, minlength=ngroups)
-    sums = totals[0].copy()
-    for c in range(1, chunks):  # in order: deterministic
-        sums += totals[c]
-    return np.ascontiguousarray(sums.T), counts.sum(axis=0)
+_CHUNKS = 16  # slots of factorise_small: fixed, so ids are the same on any thread count
 
 
 def reduce_groups(

@@ -15,12 +15,7 @@ from hpc.shuffle import hash_partition, shuffle
 
 from .table import Column, settle_columns
 
-__all__ = ["ship", "allgather_columns", "key_hash", "global_rows", "partition_by_keys"]
-
-
-def global_rows(n: int, comm: Any) -> int:
-    """Collective. The total row count over the ranks."""
-    return int(allreduce(int(n), "sum", comm))
+__all__ = ["ship", "allgather_columns", "key_hash", "partition_by_keys"]
 
 
 def _with_masks(columns: dict[str, Column], comm: Any) -> list[str]:

@@ -10,32 +10,25 @@ Operations (``ops = OPS.on(backend)``; each takes ``backend.xp`` first)
     Row pairs of an equi-join (see :func:`.join.hash_join`).
 ``ops.group_ids(xp, keys)``
     Dense group ids, group count and first rows (see :func:`.aggregate.group_ids`).
-``ops.reduce_groups(xp, op, ids, ngroups, values, valid)``
-    Aggregate ``op`` per group (see :func:`.aggregate.reduce_groups`).
 ``ops.table_on(xp, table)``
     ``table`` with its values and masks on the device.
-``ops.distinct_keys(xp, values)``
-    The distinct values of one integer key column without nulls, by a one-pass CPU kernel
-    (:func:`.aggregate.distinct_integers`); None where that does not apply (always on the
-    GPU): the caller numbers the groups instead.
-``ops.fused_sums(xp, ids, ngroups, aggs, args, states, counts)``
-    The float SUMs and AVGs without nulls and the row count in one CPU pass (see
-    ``_fused_sums_cpu``); nothing on the GPU (each aggregate is reduced on its own there).
+``ops.exact_group_sums(xp, ids, values, mask, ngroups)``
+    Exact int64 sums per group with their counts and an overflow flag per group.
+``ops.group_minmax(xp, ids, values, mask, ngroups, want_max)``
+    MIN or MAX per group.
+``ops.checked(xp, op, a, b, valid, lo, hi)``
+    Integer arithmetic that reports results outside ``[lo, hi]`` instead of wrapping.
 
 Capabilities
 ------------
-``ops.carries_raw_columns``
-    Raw (unmerged) string columns are carried past the scans: their grouping check is a CPU
-    kernel (:mod:`.carried`). False on the GPU.
-``ops.defers_scan_filter``
-    A single grouped table's scan filter may hand its mask to the aggregate instead of
-    gathering every column. False on the GPU.
+``ops.host_kernels``
+    The CPU-only mechanisms apply (fused SUM programs, deferred filter gathers, masked dense
+    filters, lazy decimals). False on the GPU.
 """
 
 from __future__ import annotations
 
 import functools
-import operator
 from typing import Any
 
 import numpy as np
@@ -46,14 +39,13 @@ from hpc.dispatch import DeviceTable
 from . import aggregate, join
 from .table import Column, Table
 
-__all__ = ["OPS", "hash_join", "group_ids", "combine_ids", "reduce_groups", "all_valid",
-           "table_on", "columns_on_host"]
+__all__ = ["OPS", "hash_join", "group_ids", "combine_ids", "table_on", "columns_on_host"]
 
 OPS = DeviceTable("sql")
 # ``host_kernels``: the layered engine's CPU-only mechanisms apply (fused SUM programs,
 # deferred filter gathers, masked dense filters, lazy decimals)
-OPS.constants("cpu", carries_raw_columns=True, defers_scan_filter=True, host_kernels=True)
-OPS.constants("gpu", carries_raw_columns=False, defers_scan_filter=False, host_kernels=False)
+OPS.constants("cpu", host_kernels=True)
+OPS.constants("gpu", host_kernels=False)
 
 
 # -- CPU: the numba kernels on NumPy columns (``xp`` is NumPy) ----------------------------------
@@ -66,17 +58,6 @@ def _join_cpu(xp: Any, probe: Any, build: Any, how: str = "inner", probe_valid: 
 @OPS.cpu("group_ids")
 def _group_ids_cpu(xp: Any, keys: Any) -> tuple[Any, int, Any]:
     return aggregate.group_ids(keys)
-
-
-@OPS.cpu("reduce_groups")
-def _reduce_groups_cpu(xp: Any, op: str, ids: Any, ngroups: int, values: Any,
-                       valid: Any) -> tuple[Any, Any]:
-    return aggregate.reduce_groups(op, ids, ngroups, values, valid)
-
-
-@OPS.cpu("distinct_keys")
-def _distinct_keys_cpu(xp: Any, values: Any) -> Any:
-    return aggregate.distinct_integers(values)
 
 
 @OPS.cpu("table_on")
@@ -101,19 +82,6 @@ def _group_ids_gpu(xp: Any, keys: Any) -> tuple[Any, int, Any]:
     return gpu_ops.group_ids(xp, keys)
 
 
-@OPS.gpu("reduce_groups")
-def _reduce_groups_gpu(xp: Any, op: str, ids: Any, ngroups: int, values: Any,
-                       valid: Any) -> tuple[Any, Any]:
-    from . import gpu_ops
-
-    return gpu_ops.reduce_groups(xp, op, ids, ngroups, values, valid)
-
-
-@OPS.gpu("distinct_keys")
-def _distinct_keys_gpu(xp: Any, values: Any) -> None:
-    return None  # the groups are numbered instead
-
-
 @OPS.gpu("table_on")
 def _table_on_gpu(xp: Any, table: Table) -> Table:
     # NumPy stands in for CuPy under the CUDA simulator, which writes every kernel argument
@@ -122,34 +90,6 @@ def _table_on_gpu(xp: Any, table: Table) -> Table:
     return Table({n: Column(move(c.values), c.kind, c.dictionary,
                             None if c.valid is None else move(c.valid))
                   for n, c in table.columns.items()})
-
-
-@OPS.cpu("fused_sums")
-def _fused_sums_cpu(xp: Any, ids: Any, ngroups: int, aggs: list[Any], args: list[Column | None],
-               states: list, counts: dict) -> None:
-    """The SUMs and AVGs of float columns without nulls, and the row count, in one pass
-    (:func:`.aggregate.sum_columns`); a column several of them read (``sum(x)``,
-    ``avg(x)``) is summed once. Fills their ``states`` and ``counts[None]``. ``aggs`` are
-    the engine's aggregates (``.op``, ``.arg``), ``args`` their argument columns."""
-    if not ngroups:
-        return
-    fused = [i for i, (a, col) in enumerate(zip(aggs, args, strict=True))
-             if a.op in ("sum", "avg") and col is not None and col.valid is None
-             and col.kind == "float"]
-    if not fused and not any(a.op == "count" and a.arg is None for a in aggs):
-        return
-    arrays = {id(args[i].values): args[i].values for i in fused}  # each array once, in order
-    row = {key: j for j, key in enumerate(arrays)}
-    sums, count = aggregate.sum_columns(ids, ngroups, list(arrays.values()))
-    counts[None] = count
-    for i in fused:
-        states[i] = {"sum": sums[row[id(args[i].values)]], "count": count}
-
-
-@OPS.gpu("fused_sums")
-def _fused_sums_gpu(xp: Any, ids: Any, ngroups: int, aggs: list[Any], args: list[Column | None],
-                    states: list, counts: dict) -> None:
-    return None  # each aggregate is reduced on its own (reduce_groups)
 
 
 # -- the layered engine's exact group sums, min/max and checked arithmetic --------------------
@@ -214,21 +154,9 @@ def group_ids(backend: Backend, keys: Any) -> tuple[Any, int, Any]:
     return OPS.on(backend).group_ids(backend.xp, keys)
 
 
-def reduce_groups(backend: Backend, op: str, ids: Any, ngroups: int, values: Any,
-                  valid: Any) -> tuple[Any, Any]:
-    """Aggregate ``op`` per group (see :func:`.aggregate.reduce_groups`)."""
-    return OPS.on(backend).reduce_groups(backend.xp, op, ids, ngroups, values, valid)
-
-
 def combine_ids(backend: Backend, columns: list[Any], valids: list[Any]) -> Any:
     """One int64 key per row for several key columns (see :func:`.aggregate.combine_ids`)."""
     return aggregate.combine_ids(columns, valids, functools.partial(group_ids, backend))
-
-
-def all_valid(masks: list[Any]) -> Any:
-    """The AND of validity masks (None entries are all-valid); None when there are none."""
-    present = [m for m in masks if m is not None]
-    return functools.reduce(operator.and_, present) if present else None
 
 
 def table_on(backend: Backend, table: Table) -> Table:
@@ -242,3 +170,54 @@ def columns_on_host(columns: dict[str, Column]) -> dict[str, Column]:
     return {n: Column(to_host(c.values), c.kind, c.dictionary,
                       None if c.valid is None else to_host(c.valid))
             for n, c in columns.items()}
+
+
+# -- window kernels: the window operator's frame aggregates and RANGE bounds (see
+# :mod:`.physical.window_kernels`), numba on the CPU, array programs on the device
+# (:mod:`.physical.window_device`) -------------------------------------------------------------
+@OPS.cpu("window_frame_reduce")
+def _window_frame_reduce_cpu(xp: Any, values: Any, present: Any, starts: Any, ends: Any,
+                             op: int, identity: Any) -> Any:
+    from .physical import window_kernels
+
+    return window_kernels.frame_reduce(values, present, starts, ends, op, identity)
+
+
+@OPS.gpu("window_frame_reduce")
+def _window_frame_reduce_gpu(xp: Any, values: Any, present: Any, starts: Any, ends: Any,
+                             op: int, identity: Any) -> Any:
+    from .physical import window_device
+
+    return window_device.frame_reduce(xp, values, present, starts, ends, op, identity)
+
+
+@OPS.cpu("window_frame_moments")
+def _window_frame_moments_cpu(xp: Any, values: Any, present: Any, starts: Any, ends: Any
+                              ) -> tuple:
+    from .physical import window_kernels
+
+    return window_kernels.frame_moments(values, present, starts, ends)
+
+
+@OPS.gpu("window_frame_moments")
+def _window_frame_moments_gpu(xp: Any, values: Any, present: Any, starts: Any, ends: Any
+                              ) -> tuple:
+    from .physical import window_device
+
+    return window_device.frame_moments(xp, values, present, starts, ends)
+
+
+@OPS.cpu("window_range_bounds")
+def _window_range_bounds_cpu(xp: Any, values: Any, lo: Any, hi: Any, targets: Any,
+                             ascending: bool, strict: bool) -> Any:
+    from .physical import window_kernels
+
+    return window_kernels.range_bounds(values, lo, hi, targets, ascending, strict)
+
+
+@OPS.gpu("window_range_bounds")
+def _window_range_bounds_gpu(xp: Any, values: Any, lo: Any, hi: Any, targets: Any,
+                             ascending: bool, strict: bool) -> Any:
+    from .physical import window_device
+
+    return window_device.range_bounds(xp, values, lo, hi, targets, ascending, strict)

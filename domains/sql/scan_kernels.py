@@ -17,7 +17,7 @@ from numba import njit, prange
 
 from hpc.jit import serial_below
 
-__all__ = ["gather_parallel", "decimal_to_float", "decimal_gather", "and_in_range",
+__all__ = ["gather_parallel", "decimal_to_float", "decimal_gather",
            "sort_strings", "distinct_sorted", "like_parts", "horspool_shifts", "codes_into",
            "differs_in_group", "read_only_list"]
 
@@ -103,16 +103,6 @@ def decimal_gather(chunks, starts, stride, index, order, bounds, divisor,  # typ
                 wide += 1
             out[i] = lo / divisor
     return wide
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def and_in_range(values, lo, hi, mask, first):  # type: ignore[no-untyped-def]
-    """``mask`` = (``lo <= values <= hi``), or ANDed into it unless ``first``: a column's
-    conjunction of bounds by constants in one pass, no temporaries."""
-    for i in prange(values.shape[0]):
-        v = values[i]
-        inside = (v >= lo) & (v <= hi)  # no branches: the loop vectorises
-        mask[i] = inside if first else mask[i] & inside
 
 
 @njit(inline="always", cache=True)

@@ -728,7 +728,7 @@ def merge_dictionaries(table: Table, comm: Any) -> Table:
             remap = code[base : base + len(c.dictionary)]
             if len(c) and not len(remap):  # no entries: every row a null, its code any
                 c.values = array_module(c.values).zeros_like(c.values)
-            elif len(c):
-                c.values = remap[c.values]
+            elif len(c):  # (the codes may live on a device, the dictionaries on the host)
+                c.values = array_module(c.values).asarray(remap)[c.values]
             c.dictionary = strings.to_numpy(merged)
     return table

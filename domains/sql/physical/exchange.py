@@ -20,12 +20,13 @@ from hpc.domains.sql.exchange import allgather_columns, ship
 from hpc.domains.sql.table import Column, Table, merge_dictionaries, settle, settle_columns
 from numba import njit
 
-from hpc.backend import array_module
+from hpc.backend import array_module, to_host
 from hpc.collectives import allreduce
 from hpc.shuffle import hash_partition, shuffle
 
 __all__ = ["hash_rows", "exchange", "skewed", "global_dictionaries", "key_hash",
-           "range_destinations", "Ranks", "mark_global", "global_count_many", "agree"]
+           "range_destinations", "Ranks", "mark_global", "global_count_many", "agree",
+           "host_column"]
 
 _global: dict[int, Any] = {}  # id -> weak reference of dictionaries equal on every rank
 
@@ -90,13 +91,27 @@ def key_hash(keys: list[Column]) -> Any:
 
 
 def hash_rows(columns: dict[str, Column], keys: list[Column], comm: Any) -> dict[str, Column]:
-    """Collective. Rows with equal keys meet on one rank."""
+    """Collective. Rows with equal keys meet on one rank (the hashes computed, and the rows
+    sent, on the columns' device)."""
     if comm.Get_size() == 1:
         return columns
     n = len(keys[0]) if keys else 0
     dest = hash_partition(key_hash(keys).view(np.int64), comm.Get_size()) if keys else \
-        np.zeros(n, np.int64)
+        _module(columns).zeros(n, np.int64)
     return ship(columns, dest, comm)
+
+
+def _module(columns: dict[str, Column]) -> Any:
+    """The array module of the columns' values (NumPy without columns)."""
+    return array_module(next(iter(columns.values())).values) if columns else np
+
+
+def host_column(c: Column) -> Column:
+    """``c`` with its values and mask on the host (the same column when they are)."""
+    if isinstance(c.values, np.ndarray) and (c.valid is None or isinstance(c.valid, np.ndarray)):
+        return c
+    return Column(to_host(c.values), c.kind, c.dictionary,
+                  None if c.valid is None else to_host(c.valid))
 
 
 def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column],
@@ -105,7 +120,12 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
     """Collective. ``columns`` (this rank's ``nrows`` rows) moved as ``how`` says
     (``"hash"`` on ``keys``, ``"range"`` by ``keys`` sorted in ``directions`` ((ascending,
     nulls first) per key; without keys the rows stay: the ranks' rows in rank order are the
-    sequence), ``"broadcast"``, ``"gather"``); the new columns and row count."""
+    sequence), ``"broadcast"``, ``"gather"``); the new columns and row count.
+
+    Device columns stay on the device: :func:`hpc.shuffle.shuffle` and the core's
+    collectives move device buffers (directly with CUDA-aware MPI, else staged through the
+    host). Only a range exchange's sort keys visit the host, where the ranges are chosen from
+    a sample."""
     if comm.Get_size() == 1:
         return columns, nrows
     # raw strings (carried past joins) settled here, merged over the ranks below with the
@@ -126,12 +146,14 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
         out = columns
     elif how == "range":
         keys = list(global_dictionaries(dict(enumerate(keys)), comm).values())  # type: ignore
-        order = [(k, a, f) for k, (a, f) in zip(keys, directions or [], strict=True)]
-        out = ship(columns, range_destinations(order, nrows, comm), comm)
+        order = [(host_column(k), a, f) for k, (a, f) in zip(keys, directions or [],
+                                                             strict=True)]
+        dest = _module(columns).asarray(range_destinations(order, nrows, comm))
+        out = ship(columns, dest, comm)
     elif how == "broadcast":
         out = allgather_columns(columns, comm)
     elif how == "gather":
-        out = ship(columns, np.zeros(nrows, np.int64), comm)
+        out = ship(columns, _module(columns).zeros(nrows, np.int64), comm)
     else:
         raise ValueError(f"exchange {how!r}: expected hash, broadcast or gather")
     return out, len(next(iter(out.values())))
@@ -154,7 +176,8 @@ def skewed(keys: list[Column], n: int, comm: Any) -> bool:
     picks = np.unique(np.linspace(0, n - 1, min(n, _SAMPLES_PER_RANK)).astype(np.int64)) \
         if n else np.zeros(0, np.int64)
     weight = np.full(len(picks), n / max(len(picks), 1))
-    sample = {str(j): k.take(picks) for j, k in enumerate(keys)}
+    sample = {str(j): host_column(k.take(array_module(k.values).asarray(picks)))
+              for j, k in enumerate(keys)}
     sample["#w"] = Column(weight, "float")
     every = _everyones(sample, comm)
     total = float(every["#w"].values.sum())

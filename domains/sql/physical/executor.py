@@ -484,11 +484,7 @@ class Executor:
             side, failure = self.side(node.input), None  # (its input on the run's device)
         except SQLError as exc:
             side, failure = None, exc
-        if not self.backend.is_gpu or failure is not None:
-            return self._moved(node, side, failure)
-        with running_on(self._host):  # the rows move through the host (see on_host)
-            out = self._moved(node, _side_on(self._host, side), None)
-        return _side_on(self.backend, out)
+        return self._moved(node, side, failure)  # on the run's device
 
     def _moved(self, node: P.Exchange, side: Side | None, failure: SQLError | None) -> Side:
         """Collective. The exchange of ``side``'s rows (``failure``: an error computing them

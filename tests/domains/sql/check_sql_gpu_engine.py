@@ -20,9 +20,6 @@ import numpy as np
 
 def main() -> int:
     mode, data, queries = sys.argv[1], sys.argv[2], [int(q) for q in sys.argv[3:]]
-    layered = mode == "layered"  # the layered engine on the strict stand-ins
-    if layered:
-        mode = "strict"
     if mode in ("sim", "strict"):
         assert os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", "run under the CUDA simulator"
     import duckdb
@@ -42,8 +39,7 @@ def main() -> int:
         backend = simulated_backend()
     else:
         backend = Backend("gpu", np) if mode == "sim" else get_backend("gpu")
-    options = QueryOptions(backend=backend, broadcast_rows=100 if comm.Get_size() > 2 else 10**6,
-                           path="layered" if layered else "auto")
+    options = QueryOptions(backend=backend, broadcast_rows=100 if comm.Get_size() > 2 else 10**6)
     failures = []
     con = duckdb.connect()
     catalog = Catalog.from_directory(data)

@@ -14,7 +14,7 @@ from hpc.comm import world
 
 
 def failures_against_duckdb(data: str, queries: dict[str, str], limit: int,
-                            comm: Any, path: str = "auto") -> list[str]:
+                            comm: Any) -> list[str]:
     """Collective. ``label: problem`` for every query (by label) whose rows on rank 0
     differ from DuckDB's over the same files, or that leaves rows on another rank; the same
     list on every rank."""
@@ -28,7 +28,7 @@ def failures_against_duckdb(data: str, queries: dict[str, str], limit: int,
             con.execute(f"create view {t} as select * from read_parquet('{data}/{t}.parquet')")
     failures = []
     for label, sql in queries.items():
-        result = query(sql, catalog, comm, QueryOptions(broadcast_rows=limit, path=path))
+        result = query(sql, catalog, comm, QueryOptions(broadcast_rows=limit))
         if comm.Get_rank() == 0:
             problem = same_rows(result.to_pandas(), con.execute(sql).df(),
                                 ordered="order by" in sql)

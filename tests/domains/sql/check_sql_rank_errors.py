@@ -37,7 +37,7 @@ def main() -> int:
     failures = []
     for label, sql in QUERIES.items():
         try:
-            query(sql, catalog, comm, QueryOptions(path="layered", broadcast_rows=0))
+            query(sql, catalog, comm, QueryOptions(broadcast_rows=0))
             failures.append(f"{label}: no error raised")
         except SQLError as exc:
             named = f"on rank {bad_rank}" in str(exc)

@@ -1,6 +1,5 @@
 """Run under mpirun: TPC-H queries on the Parquet files in argv[1] give DuckDB's rows on any
-rank count; argv[2] is the broadcast limit in rows (0 forces shuffle joins everywhere),
-argv[3] the query path (``auto`` when absent)."""
+rank count; argv[2] is the broadcast limit in rows (0 forces shuffle joins everywhere)."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ from hpc.comm import world
 def main() -> int:
     comm = world()
     data, limit = sys.argv[1], int(sys.argv[2])
-    path = sys.argv[3] if len(sys.argv) > 3 else "auto"
     failures = failures_against_duckdb(data, {f"Q{q}": QUERIES[q] for q in SUPPORTED}, limit,
-                                       comm, path)
+                                       comm)
     return report(failures, comm,
                   f"ok: TPC-H {SUPPORTED} on {comm.Get_size()} ranks, broadcast <= {limit} rows")
 

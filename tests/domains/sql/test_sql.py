@@ -539,20 +539,6 @@ def test_like_equals_arrow_on_random_patterns():
         assert np.array_equal(got, want), (seed, pattern, words)
 
 
-def test_distinct_values_equal_numpy_unique():
-    """The join planner's distinct counts (a hash set) against ``np.unique``: integers of
-    narrow and wide ranges, int32, floats with -0.0 and 0.0 (one value) and NaN."""
-    from hpc.domains.sql.aggregate import distinct_values
-
-    rng = np.random.default_rng()
-    cases = [rng.integers(0, 30, 50_000), rng.integers(-(2**62), 2**62, 50_000),
-             rng.integers(0, 10**5, 70_001).astype(np.int32),
-             np.concatenate([rng.integers(-3, 3, 1000) * 0.5, [0.0, -0.0, np.nan, np.nan]]),
-             np.zeros(0, np.int64)]
-    for values in cases:
-        assert distinct_values(values) == len(np.unique(values)), values.dtype
-
-
 def test_radix_partition_is_stable_on_any_number_of_threads():
     """The parallel radix partition (a histogram and a scatter per chunk of rows) against a
     stable sort by partition: the same row order on one thread and on all of them; and a
@@ -616,22 +602,6 @@ def test_group_ids_equal_numpy_unique(layout):
     assert np.all(np.diff(first) > 0)  # numbered in order of first appearance
 
 
-def test_distinct_integers_equal_numpy_unique():
-    """SELECT DISTINCT's byte-per-value path against ``np.unique`` (negative values, int32,
-    the range's ends), and its refusal of ranges too wide for it."""
-    from hpc.domains.sql.aggregate import distinct_integers
-
-    rng = np.random.default_rng()
-    for values in (rng.integers(-1000, 1000, 50_000), rng.integers(0, 10**6, 300_000),
-                   rng.integers(-30_000, 30_000, 10).astype(np.int32),
-                   np.array([5], dtype=np.int64)):
-        got = distinct_integers(values)
-        assert got is not None and got.dtype == values.dtype
-        assert np.array_equal(got, np.unique(values))
-    assert distinct_integers(np.array([0, 2**40])) is None
-    assert distinct_integers(np.array([0.5, 1.0])) is None
-
-
 @pytest.mark.parametrize("how", ["inner", "left"])
 @pytest.mark.parametrize("density", [1, 3, 6])
 def test_joins_on_unique_dense_keys_equal_duckdb(how, density):
@@ -671,47 +641,3 @@ def _random_tree(rng, names, depth):
     if rng.random() < 0.5:
         left, right = right, left
     return f"({left} {rng.choice(['+', '-', '*'])} {right})"
-
-
-def test_fused_arithmetic_equals_numpy_bit_for_bit():
-    """Trees of float operations run as one program over blocks: the same doubles as
-    NumPy's operations one at a time, nulls carried, a kept subexpression reused, and
-    integer columns left to NumPy."""
-    from hpc.domains.sql import fused_arith
-    from hpc.domains.sql.expressions import Frame, evaluate
-    from hpc.domains.sql.table import Column
-    from sqlglot import parse_one
-
-    rng = np.random.default_rng()
-    n = 70_001  # not a multiple of the block
-    arrays = {name: rng.normal(0, 10, n) for name in ("a", "b", "c")}
-    valid = rng.random(n) < 0.9
-    columns = {name: Column(v, "float", None, valid if name == "c" else None)
-               for name, v in arrays.items()}
-    columns["i"] = Column(rng.integers(-5, 5, n), "int")
-    fused = 0
-    for _ in range(60):
-        text = _random_tree(rng, ["a", "b", "c"], 4)
-        node = parse_one(text, read="duckdb")
-        frame = Frame(dict(columns), n, memo={})
-        got = evaluate(node, frame)
-        want = eval(text, {}, dict(arrays))  # Python's precedence is SQL's for + - *
-        if np.ndim(want) == 0:
-            continue
-        assert np.array_equal(got.values, want), text
-        if "c" in text:
-            assert got.valid is not None and np.array_equal(got.valid, valid), text
-        fused += fused_arith.fused_arithmetic(node.unnest(), Frame(dict(columns), n)) is not None
-    assert fused > 10
-    # a kept subexpression is an operand, not recomputed
-    frame = Frame(dict(columns), n, memo={})
-    inner = parse_one("a * (1 - b)")
-    evaluate(inner, frame)
-    kept = frame.memo["a * (1 - b)"].values
-    outer = evaluate(parse_one("a * (1 - b) * (1 + c)"), frame)
-    assert np.array_equal(outer.values, kept * (1 + arrays["c"]))
-    # constant parts fold exactly, as the evaluator does them (0.06 + 0.01 is 0.07)
-    folded = evaluate(parse_one("a * (0.06 + 0.01) - b"), Frame(dict(columns), n))
-    assert np.array_equal(folded.values, arrays["a"] * 0.07 - arrays["b"])
-    # integers: NumPy's own arithmetic
-    assert fused_arith.fused_arithmetic(parse_one("i * 2 + i"), Frame(dict(columns), n)) is None

@@ -60,30 +60,15 @@ def test_gpu_engine_under_the_cuda_simulator(tmp_path):
 @pytest.mark.mpi
 @pytest.mark.timeout(400)
 def test_gpu_engine_on_three_ranks_under_the_cuda_simulator(tmp_path):
-    """The GPU path with shuffle joins and distributed group-bys on 3 ranks."""
+    """The GPU backend across ranks: shuffle joins, partial and final aggregates, a group
+    join (Q13) and a correlated subquery (Q17), on strict stand-ins for CuPy arrays, equal
+    DuckDB."""
     pytest.importorskip("duckdb")
     from hpc.domains.sql.tpch import generate
 
     data = generate(0.001, tmp_path / "tpch")
     proc = run_mpi(3, [str(mpi_script("check_sql_gpu_engine.py")), "strict", str(data), "3",
-                       "12"],
-                   timeout=380, env={"NUMBA_ENABLE_CUDASIM": "1"})
-    assert "equals DuckDB on 3 rank(s)" in proc.stdout
-
-
-@pytest.mark.cudasim
-@pytest.mark.mpi
-@pytest.mark.timeout(400)
-def test_layered_engine_on_three_ranks_under_the_cuda_simulator(tmp_path):
-    """The layered engine on the GPU backend across ranks: shuffle joins, partial and final
-    aggregates, a group join (Q13) and a correlated subquery (Q17), on strict stand-ins for
-    CuPy arrays, equal DuckDB."""
-    pytest.importorskip("duckdb")
-    from hpc.domains.sql.tpch import generate
-
-    data = generate(0.001, tmp_path / "tpch")
-    proc = run_mpi(3, [str(mpi_script("check_sql_gpu_engine.py")), "layered", str(data), "3",
-                       "13", "17"], timeout=380, env={"NUMBA_ENABLE_CUDASIM": "1"})
+                       "12", "13", "17"], timeout=380, env={"NUMBA_ENABLE_CUDASIM": "1"})
     assert "equals DuckDB on 3 rank(s)" in proc.stdout
 
 

@@ -17,7 +17,6 @@ pytest.importorskip("sqlglot")
 
 from hpc.domains.sql import (  # noqa: E402
     Catalog,
-    QueryOptions,
     SQLError,
     Table,
     UnsupportedSQL,
@@ -41,25 +40,22 @@ def tpch(tmp_path_factory):
     return out, con
 
 
-@pytest.mark.parametrize("path", ["fast", "layered"])
 @pytest.mark.parametrize("q", SUPPORTED)
-def test_tpch_query_equals_duckdb(tpch, q, path):
+def test_tpch_query_equals_duckdb(tpch, q):
     data, con = tpch
-    ours = query(QUERIES[q], Catalog.from_directory(data),
-                 options=QueryOptions(path=path)).to_pandas()
+    ours = query(QUERIES[q], Catalog.from_directory(data)).to_pandas()
     ref = con.execute(QUERIES[q]).df()
     assert len(ref) > 0  # the validation parameters select rows at this scale
     assert same_rows(ours, ref, ordered="order by" in QUERIES[q]) is None
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize("nranks,broadcast_rows,path", [
-    (2, 1_000_000, "fast"), (3, 0, "fast"), (2, 1_000_000, "layered"), (3, 0, "layered")])
-def test_tpch_on_ranks_equals_duckdb(tpch, nranks, broadcast_rows, path):
-    """Broadcast joins on 2 ranks, shuffle joins everywhere on 3; both query paths."""
+@pytest.mark.parametrize("nranks,broadcast_rows", [(2, 1_000_000), (3, 0)])
+def test_tpch_on_ranks_equals_duckdb(tpch, nranks, broadcast_rows):
+    """Broadcast joins on 2 ranks, shuffle joins everywhere on 3."""
     data, _ = tpch
-    proc = run_mpi(nranks, [str(mpi_script("check_sql_tpch.py")), str(data), str(broadcast_rows),
-                            path], timeout=280)
+    proc = run_mpi(nranks, [str(mpi_script("check_sql_tpch.py")), str(data), str(broadcast_rows)],
+                   timeout=280)
     assert "ok: TPC-H" in proc.stdout
 
 
@@ -76,11 +72,12 @@ def test_unsupported_tpch_queries_name_the_construct(tpch):
 
 def test_explain_shows_the_joins_with_rows(tpch):
     data, _ = tpch
-    fast = QueryOptions(path="fast")  # the fast engine's plan: one line per operator
-    plan = explain(QUERIES[5], Catalog.from_directory(data), options=fast)
-    assert plan.count("HashJoin") == 5
-    assert "Scan region AS region" in plan and "rows=" in plan
-    table = query("EXPLAIN " + QUERIES[6], Catalog.from_directory(data), options=fast)
+    plan = explain(QUERIES[5], Catalog.from_directory(data))
+    logical, physical = plan.split("Physical plan")
+    assert logical.count("Join INNER") == 5 and physical.count("Join INNER") == 5, plan
+    scans = [line for line in physical.splitlines() if "Scan region AS region" in line]
+    assert len(scans) == 1 and "(rows=5 " in scans[0], plan  # the 5 regions, as it ran
+    table = query("EXPLAIN " + QUERIES[6], Catalog.from_directory(data))
     assert any("Aggregate" in line for line in table.to_pandas()["plan"])
 
 
@@ -152,12 +149,15 @@ def test_a_with_table_used_twice_runs_once(seed):
     catalog = Catalog()
     catalog.register("t", Table.from_pandas(t))
     catalog.register("u", Table.from_pandas(u))
-    fast = QueryOptions(path="fast")  # the fast engine's plan names its derived tables
-    plan = explain(sql, catalog, options=fast)
-    assert plan.count("Scan t AS t") == 1 and plan.count("Derived table r") == 2, plan
+    # the CTE appears twice in the plan and is computed once: one of its scans read t's
+    # rows, the other (the shared result, not run again) none
+    physical = explain(sql, catalog).split("Physical plan")[1].splitlines()
+    scans = [line for line in physical if "Scan t AS t" in line]
+    assert len(scans) == 2 and sum(f"(rows={n} " in line for line in scans) == 1, physical
     for prefix in ("EXPLAIN ", "explain analyze\n", "Explain  Analyze "):  # the same plan
-        lines = query(prefix + sql, catalog, options=fast).to_pandas()["plan"].tolist()
-        assert sum("Scan t AS t" in line for line in lines) == 1, (prefix, lines)
+        lines = query(prefix + sql, catalog).to_pandas()["plan"].tolist()
+        scans = [line for line in lines[lines.index("Physical plan"):] if "Scan t AS t" in line]
+        assert sum(f"(rows={n} " in line for line in scans) == 1, (prefix, lines)
 
 
 # -- random tables ------------------------------------------------------------------------------
@@ -609,8 +609,6 @@ def test_bounds_by_constants_equal_duckdb(tmp_path, monkeypatch, where):
 
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from hpc.domains.sql import ranges
-
     rng = np.random.default_rng()
     n = 50_000
     nulls = rng.random(n) < 0.1
@@ -625,20 +623,12 @@ def test_bounds_by_constants_equal_duckdb(tmp_path, monkeypatch, where):
         "q": pa.array([Decimal(int(x)) for x in rng.integers(1, 51, n)], pa.decimal128(15, 2)),
     })
     pq.write_table(frame, tmp_path / "t.parquet", row_group_size=12_000)
-    folded = []
-    real = ranges.bounds_mask
-    monkeypatch.setattr("hpc.domains.sql.engine.bounds_mask",
-                        lambda bounds, f: folded.append(bounds) or real(bounds, f))
     sql = f"select count(*) as c, sum(t.i) as s, min(t.f) as m from t where {where}"
-    catalog = Catalog.from_directory(tmp_path)
-    ours = query(sql, catalog, options=QueryOptions(path="fast")).to_pandas()  # the folding
+    ours = query(sql, Catalog.from_directory(tmp_path)).to_pandas()
     con = duckdb.connect()
     con.register("t", frame)
     ref = con.execute(sql).df()
     assert same_rows(ours, ref, ordered=True) is None, (where, ours, ref)
-    assert bool(folded) == (" or " not in where), folded
-    layered = query(sql, catalog).to_pandas()  # the default engine keeps the same rows
-    assert same_rows(layered, ref, ordered=True) is None, (where, layered, ref)
 
 
 @pytest.mark.mpi
@@ -651,8 +641,7 @@ def test_an_error_on_one_rank_is_raised_on_every_rank(nranks, bad_rank):
     assert "ok: every rank raised" in proc.stdout, proc.stdout
 
 
-@pytest.mark.parametrize("path", ["fast", "layered"])
-def test_a_filter_leaves_the_boolean_columns_it_reads_unchanged(path):
+def test_a_filter_leaves_the_boolean_columns_it_reads_unchanged():
     """``WHERE t.b AND ...`` combines its conjuncts' masks: never in the stored column of
     ``t.b`` (a table held in memory serves the next query)."""
     rng = np.random.default_rng()
@@ -662,9 +651,8 @@ def test_a_filter_leaves_the_boolean_columns_it_reads_unchanged(path):
     catalog.register("t", Table.from_pandas(frame))
     con = duckdb.connect()
     con.register("t", frame)
-    options = QueryOptions(path=path)
     for sql in ["select count(*) as n from t where t.b and t.i > 0",
                 "select count(*) as n from t where t.b and t.c",
                 "select count(*) as n from t where t.b", "select count(*) as n from t where t.c"]:
-        ours = query(sql, catalog, options=options).to_pandas()
+        ours = query(sql, catalog).to_pandas()
         assert same_rows(ours, con.execute(sql).df(), ordered=True) is None, sql

@@ -1,9 +1,8 @@
 """Run under mpirun: every ``"ok"`` differential query over the Parquet tables in the
 directory argv[1] gives DuckDB's rows on rank 0 and leaves no rows on the other ranks;
 argv[2] is the broadcast limit in rows (0 forces shuffle joins everywhere), argv[3] the
-path (``fast``: the ``"ok"`` queries; ``layered``: all but the pending ones; ``device``:
-every third of those on the layered engine on the GPU backend, under the CUDA simulator with
-strict stand-ins for CuPy arrays, :mod:`hpc.testing.device`). Prints the
+backend (``cpu``; ``device``: every third query on the GPU backend, under the CUDA simulator
+with strict stand-ins for CuPy arrays, :mod:`hpc.testing.device`). Prints the
 mismatches by query id, or ``ok: N queries on R ranks``. A query marked
 ``wrong_on_ranks`` must still differ (a known bug), and fails the job once it agrees."""
 
@@ -21,18 +20,16 @@ from tests.jobs import report
 
 def main() -> int:
     comm = world()
-    directory, limit, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    directory, limit, where = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     catalog = Catalog.from_directory(directory)
     con = data.duckdb_over(directory) if comm.Get_rank() == 0 else None
-    options = QueryOptions(broadcast_rows=limit, path=path)
-    device = path == "device"
+    options = QueryOptions(broadcast_rows=limit, backend="cpu")
+    device = where == "device"
     if device:
         from hpc.testing.device import simulated_backend
 
-        options = QueryOptions(broadcast_rows=limit, path="layered",
-                               backend=simulated_backend())
-        path = "layered"
-    ok = [q for q in QUERIES if q.status == "ok" or (path == "layered" and q.status != "pending")]
+        options = QueryOptions(broadcast_rows=limit, backend=simulated_backend())
+    ok = [q for q in QUERIES if q.status == "ok"]
     if device:  # every third query: each feature's, at a third of the simulator's time
         ok = ok[::3]
     failures = []
@@ -47,10 +44,7 @@ def main() -> int:
                                          q.feature)
         else:
             problem = f"holds {result.num_rows} rows" if result.num_rows else None
-        if q.wrong_on_ranks and path == "layered":
-            if problem:
-                failures.append(f"{q.id}: {q.sql}\n{problem}")
-        elif q.wrong_on_ranks and con is not None and problem is None:
+        if q.wrong_on_ranks and con is not None and problem is None:
             failures.append(f"{q.id} now equals DuckDB on {comm.Get_size()} ranks: drop its "
                             "wrong_on_ranks")
         elif problem and not (q.wrong_on_ranks and con is not None):

@@ -2,14 +2,12 @@
 this process (one test per query) and on 2 ranks (broadcast joins) and 3 ranks (shuffle
 joins everywhere), one ``mpirun`` job each for all the ``"ok"`` queries.
 
-Each query runs on the ``"fast"`` path (the fast engine where it takes the query, else the
-layered one) with the statuses below, and on the layered engine (the default on the CPU),
-which must answer every query but the pending ones like DuckDB.
+Each query has one of these statuses:
 
 - ``"ok"``: equals DuckDB (numbers to a relative 1e-9; DECIMAL results exactly);
 - ``"pending"``: raises ``UnsupportedSQL`` naming the construct (``Query.note``); once it
   answers like DuckDB the test fails, asking for ``"ok"``;
-- ``"wrong"``: a known bug of the fast path, a strict xfail: when it answers like DuckDB
+- ``"wrong"``: a known bug, a strict xfail: when it answers like DuckDB
   (or refuses with ``UnsupportedSQL``) the test fails, asking for the new status.
 """
 
@@ -23,7 +21,7 @@ duckdb = pytest.importorskip("duckdb")
 pytest.importorskip("pyarrow")
 pytest.importorskip("sqlglot")
 
-from hpc.domains.sql import Catalog, QueryOptions, UnsupportedSQL, query  # noqa: E402
+from hpc.domains.sql import Catalog, UnsupportedSQL, query  # noqa: E402
 
 from tests.conftest import mpi_script, run_mpi  # noqa: E402
 from tests.domains.sql.differential import data, harness  # noqa: E402
@@ -52,10 +50,9 @@ def _param(q: Query):
 def test_query_against_duckdb(tables, q):
     _, catalog, con = tables
     ref = harness.duckdb_frame(con, q.sql)
-    fast = QueryOptions(path="fast")
     if q.status == "pending":
         try:
-            result = query(q.sql, catalog, options=fast)
+            result = query(q.sql, catalog)
         except UnsupportedSQL as exc:
             assert q.note.lower() in str(exc).lower(), (
                 f"{q.id}: UnsupportedSQL should name {q.note!r}: {exc}")
@@ -65,7 +62,7 @@ def test_query_against_duckdb(tables, q):
         pytest.fail(f"{q.id} no longer raises UnsupportedSQL but differs from DuckDB "
                     f"(mark it 'wrong'):\n{q.sql}\n{problem}")
     try:
-        result = query(q.sql, catalog, options=fast)
+        result = query(q.sql, catalog)
     except UnsupportedSQL:
         if q.status == "wrong":
             return  # refused now, not wrong: the strict xfail reports it
@@ -74,30 +71,15 @@ def test_query_against_duckdb(tables, q):
     assert problem is None, f"{q.id}: {q.sql}\n{problem}"
 
 
-@pytest.mark.parametrize("q", [pytest.param(q, id=q.id) for q in QUERIES
-                               if q.status != "pending"])
-def test_layered_path_answers_every_query_like_duckdb(tables, q):
-    """The layered engine (``path="layered"``, the default on the CPU) answers every query
-    but the pending ones, the fast path's wrong ones included, exactly as DuckDB (DECIMAL
-    results to the last digit)."""
-    _, catalog, con = tables
-    result = query(q.sql, catalog, options=QueryOptions(path="layered"))
-    problem = harness.difference(result, harness.duckdb_frame(con, q.sql), q.sql, q.feature)
-    assert problem is None, f"{q.id}: {q.sql}\n{problem}"
-
-
 @pytest.mark.mpi
 @pytest.mark.timeout(200)
-@pytest.mark.parametrize("nranks,broadcast_rows,path", [
-    (2, 1_000_000, "fast"), (3, 0, "fast"), (2, 1_000_000, "layered"), (3, 0, "layered")])
-def test_queries_on_ranks_against_duckdb(tables, nranks, broadcast_rows, path):
-    """Every "ok" query (every query on the layered path) in one job: broadcast joins on 2
-    ranks, shuffle joins on 3."""
+@pytest.mark.parametrize("nranks,broadcast_rows", [(2, 1_000_000), (3, 0)])
+def test_queries_on_ranks_against_duckdb(tables, nranks, broadcast_rows):
+    """Every "ok" query in one job: broadcast joins on 2 ranks, shuffle joins on 3."""
     directory, _, _ = tables
-    ok = sum(q.status == "ok" or (path == "layered" and q.status != "pending")
-             for q in QUERIES)
+    ok = sum(q.status == "ok" for q in QUERIES)
     proc = run_mpi(nranks, [str(mpi_script("check_sql_differential.py")), str(directory),
-                            str(broadcast_rows), path], timeout=180)
+                            str(broadcast_rows), "cpu"], timeout=180)
     assert f"ok: {ok} queries on {nranks} ranks" in proc.stdout, proc.stdout
 
 
@@ -113,12 +95,11 @@ def test_every_feature_has_enough_queries_and_notes():
 @pytest.mark.timeout(560)
 @pytest.mark.parametrize("nranks,broadcast_rows", [(1, 1_000_000)])
 def test_queries_on_the_device_against_duckdb(tables, nranks, broadcast_rows):
-    """The layered engine on the GPU backend (the CUDA simulator, columns as strict
-    stand-ins for CuPy arrays: a host array mixed into device work fails as on a GPU)
-    answers every third query the layered engine answers on the CPU (each feature's) like
-    DuckDB."""
+    """The engine on the GPU backend (the CUDA simulator, columns as strict stand-ins for
+    CuPy arrays: a host array mixed into device work fails as on a GPU) answers every third
+    "ok" query (each feature's) like DuckDB."""
     directory, _, _ = tables
-    ok = len([q for q in QUERIES if q.status != "pending"][::3])
+    ok = len([q for q in QUERIES if q.status == "ok"][::3])
     proc = run_mpi(nranks, [str(mpi_script("check_sql_differential.py")), str(directory),
                             str(broadcast_rows), "device"], timeout=540,
                    env={"NUMBA_ENABLE_CUDASIM": "1"})
