@@ -18,6 +18,10 @@ Operations (``ops = OPS.on(backend)``; each takes ``backend.xp`` first)
     MIN or MAX per group.
 ``ops.checked(xp, op, a, b, valid, lo, hi)``
     Integer arithmetic that reports results outside ``[lo, hi]`` instead of wrapping.
+``ops.window_frame_reduce``, ``ops.window_frame_moments``, ``ops.window_range_bounds``
+    The window operator's frame aggregates (SUM/MIN/MAX and the moments of the variances
+    over every row's frame) and RANGE frame bounds (:mod:`.physical.window_kernels`,
+    :mod:`.physical.window_device`).
 
 Capabilities
 ------------

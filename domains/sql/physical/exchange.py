@@ -20,9 +20,11 @@ from hpc.domains.sql.exchange import allgather_columns, ship
 from hpc.domains.sql.table import Column, Table, merge_dictionaries, settle, settle_columns
 from numba import njit
 
-from hpc.backend import array_module, to_host
+from hpc.backend import array_module, get_backend, to_host
 from hpc.collectives import allreduce
 from hpc.shuffle import hash_partition, shuffle
+
+from .device import running_on
 
 __all__ = ["hash_rows", "exchange", "skewed", "global_dictionaries", "key_hash",
            "range_destinations", "Ranks", "mark_global", "global_count_many", "agree",
@@ -148,7 +150,8 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
         keys = list(global_dictionaries(dict(enumerate(keys)), comm).values())  # type: ignore
         order = [(host_column(k), a, f) for k, (a, f) in zip(keys, directions or [],
                                                              strict=True)]
-        dest = _module(columns).asarray(range_destinations(order, nrows, comm))
+        with running_on(get_backend("cpu")):  # the keys' sample and sort, on the host
+            dest = _module(columns).asarray(range_destinations(order, nrows, comm))
         out = ship(columns, dest, comm)
     elif how == "broadcast":
         out = allgather_columns(columns, comm)
@@ -168,8 +171,6 @@ def skewed(keys: list[Column], n: int, comm: Any) -> bool:
     rank's row count) shows one value of ``keys`` holding more than :data:`SKEW_SHARE`
     ranks' fair share of all rows: hashing on ``keys`` would leave one rank with it. The
     same answer on every rank."""
-    from .columns import group_keys
-
     size = comm.Get_size()
     if size == 1 or not keys:
         return False
@@ -179,11 +180,19 @@ def skewed(keys: list[Column], n: int, comm: Any) -> bool:
     sample = {str(j): host_column(k.take(array_module(k.values).asarray(picks)))
               for j, k in enumerate(keys)}
     sample["#w"] = Column(weight, "float")
-    every = _everyones(sample, comm)
+    with running_on(get_backend("cpu")):  # the sample is on the host
+        return _skewed(_everyones(sample, comm), size)
+
+
+def _skewed(every: dict[str, Column], size: int) -> bool:
+    """:func:`skewed` of every rank's sample (keys ``"0"``, ``"1"``, ... and weights
+    ``"#w"``), on the host."""
+    from .columns import group_keys
+
     total = float(every["#w"].values.sum())
     if total <= 0:
         return False
-    ids, ngroups, _ = group_keys([every[str(j)] for j in range(len(keys))],
+    ids, ngroups, _ = group_keys([every[str(j)] for j in range(len(every) - 1)],
                                  len(every["#w"]))
     shares = np.bincount(ids, weights=every["#w"].values, minlength=ngroups) / total
     return bool(shares.max() * size > SKEW_SHARE)

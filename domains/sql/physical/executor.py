@@ -531,9 +531,13 @@ def _physical(c: Column, t: Any, lazy: bool = True) -> Column:
 
 # operators that run on the device (the others run on the host, see Executor._own_work)
 _ON_DEVICE: tuple[type, ...] = (P.Scan, P.Output, P.Filter, P.Project, P.Sort, P.Limit, P.Join,
-                                P.Distinct, P.SetOp)
+                                P.Distinct, P.SetOp, P.Window)
 # aggregates with device kernels (exact sums by 32-bit halves, min and max, counts)
 _DEVICE_AGGREGATES = frozenset({"count_star", "count", "sum", "avg", "min", "max"})
+# aggregates the window operator computes on the device over any frame (by prefix sums and
+# segment trees, see .window_device; over a whole partition as grouped aggregates)
+_DEVICE_WINDOW_AGGREGATES = _DEVICE_AGGREGATES | {
+    "bool_and", "bool_or", "stddev_samp", "stddev_pop", "var_samp", "var_pop"}
 
 
 def on_host(node: P.Node) -> bool:
@@ -543,6 +547,14 @@ def on_host(node: P.Node) -> bool:
         return not all(
             agg.name in _DEVICE_AGGREGATES and not agg.distinct and agg.filter is None
             and not agg.order for _, agg in node.aggregates)
+    if isinstance(node, P.Window):  # the host's: a sequence over ranks (.window_spread),
+        # GROUPS frames, EXCLUDE, and aggregates over whole partitions only (DISTINCT, ...)
+        spread = isinstance(node.input, P.Exchange) and node.input.how in ("range", "partition")
+        return spread or not all(
+            w.frame.kind != "groups" and w.frame.exclude == "no_others" and (
+                w.name in E.WINDOW_FUNCTIONS or
+                (w.name in _DEVICE_WINDOW_AGGREGATES and not w.distinct))
+            for _, w in node.functions)
     return not isinstance(node, _ON_DEVICE)
 
 

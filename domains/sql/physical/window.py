@@ -7,8 +7,13 @@ bounds of its partition, of its peers (rows tied on every ORDER BY key) and of i
 all as integer arrays. Ranking and offset functions are arithmetic on those arrays; value
 functions read one position of the frame; aggregates over the whole partition are the
 grouped aggregates of :mod:`.aggregates`, over other frames prefix sums (exact integer
-sums and counts) or the segment trees of :mod:`.window_kernels`. Results go back to the
-input's row order.
+sums and counts) or segment trees. Results go back to the input's row order.
+
+Written once for both devices: arrays come from :func:`.device.xp`, and the frame kernels
+(segment trees, RANGE bounds) from the run's kernels (:func:`.device.kernels`: the numba
+kernels of :mod:`.window_kernels` on the CPU, the array programs of :mod:`.window_device`
+on the GPU). GROUPS frames, EXCLUDE and a sequence spread over ranks run on the host
+(:func:`.executor.on_host`).
 """
 
 from __future__ import annotations
@@ -24,8 +29,8 @@ from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.table import Column
 
-from . import window_kernels as K
 from .columns import group_keys, sort_order, stack
+from .device import kernels, xp
 from .evaluate import Batch, _make, evaluate, to_float
 from .exchange import Ranks, agree
 from .window_frames import (
@@ -74,7 +79,7 @@ class _Layout:
 
     @property
     def position(self) -> np.ndarray:
-        return np.arange(self.n, dtype=np.int64)
+        return xp().arange(self.n, dtype=np.int64)
 
 
 def window_columns(node: P.Window, batch: Batch, ranks: Ranks | None = None
@@ -109,15 +114,15 @@ def window_columns(node: P.Window, batch: Batch, ranks: Ranks | None = None
         part_cols = [c.take(perm) for c in part_cols]
         pid = _runs(part_cols, n)
     else:
-        pid = np.zeros(n, np.int64)
+        pid = xp().zeros(n, np.int64)
     read = set().union(*(E.refs(w) for _, w in node.functions))
     sorted_batch = batch if perm is None else batch.subset(perm, read)
     layout = _layout(pid, node.order, order_cols if perm is None else
                      [c.take(perm) for c in order_cols])
     inverse = None
     if perm is not None:
-        inverse = np.empty(n, np.int64)
-        inverse[perm] = np.arange(n)
+        inverse = xp().empty(n, np.int64)
+        inverse[perm] = xp().arange(n)
     out = {}
     if ranks is not None:  # no rank may fail alone while the others wait in a collective
         _agreed(lambda: [evaluate(e, sorted_batch) for _, w in node.functions
@@ -158,28 +163,25 @@ def _agreed(step: Callable[[], T], ranks: Ranks) -> T:
     return result  # type: ignore[return-value]
 
 
-def _starts(new: np.ndarray) -> np.ndarray:
-    """Per position, the position of the last ``new`` at or before it."""
-    n = len(new)
-    return np.maximum.accumulate(np.where(new, np.arange(n), 0)) if n else np.zeros(0, np.int64)
-
-
-def _ends(new: np.ndarray) -> np.ndarray:
-    """Per position, the (exclusive) end of its run: the next ``new`` after it."""
-    n = len(new)
-    if not n:
-        return np.zeros(0, np.int64)
-    last = np.ones(n, bool)
-    last[:-1] = new[1:]
-    return np.minimum.accumulate(np.where(last, np.arange(n), n)[::-1])[::-1] + 1
+def _runs_of(new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per position, the start of its run (the last ``new`` at or before it) and the run's
+    (exclusive) end (the next ``new`` after it); ``new[0]`` is set."""
+    x = xp()
+    heads = x.flatnonzero(new)
+    run = x.cumsum(new) - 1
+    ends = x.empty(len(heads), np.int64)
+    ends[:-1] = heads[1:]
+    ends[-1:] = len(new)
+    return heads[run], ends[run]
 
 
 def _layout(pid: np.ndarray, order: tuple[E.SortKey, ...], keys: list[Column]) -> _Layout:
     n = len(pid)
-    if not keys and (not n or pid[0] == pid[-1]):  # one partition, every row a peer
-        ends = (np.zeros(n, np.int64), np.full(n, n, np.int64))
+    x = xp()
+    if not keys and (not n or bool(pid[0] == pid[-1])):  # one partition, every row a peer
+        ends = (x.zeros(n, np.int64), x.full(n, n, np.int64))
         return _Layout(*ends, *ends, order, keys)
-    new_part = np.ones(n, bool)
+    new_part = x.ones(n, bool)
     new_part[1:] = pid[1:] != pid[:-1]
     new_peer = new_part.copy()
     for c in keys:
@@ -187,8 +189,7 @@ def _layout(pid: np.ndarray, order: tuple[E.SortKey, ...], keys: list[Column]) -
         new_peer[1:] |= v[1:] != v[:-1]
         if c.valid is not None:
             new_peer[1:] |= c.valid[1:] != c.valid[:-1]
-    return _Layout(_starts(new_part), _ends(new_part), _starts(new_peer), _ends(new_peer),
-                   order, keys)
+    return _Layout(*_runs_of(new_part), *_runs_of(new_peer), order, keys)
 
 
 # ---------------------------------------------------------------------------------------
@@ -204,9 +205,9 @@ def _function(w: E.Window, batch: Batch, lay: _Layout, pid: np.ndarray) -> Colum
     if w.name == "rank":
         return _make(lay.peer_start - lay.part_start + 1, w.type)
     if w.name == "dense_rank":
-        new_peer = np.zeros(lay.n, np.int64)
+        new_peer = xp().zeros(lay.n, np.int64)
         new_peer[lay.peer_start] = 1
-        c = np.cumsum(new_peer)
+        c = xp().cumsum(new_peer)
         return _make(c - c[lay.part_start] + 1 if lay.n else c, w.type)
     if w.name == "percent_rank":
         with np.errstate(all="ignore"):
@@ -238,10 +239,11 @@ def _pick(col: Column, src: np.ndarray, ok: np.ndarray) -> Column:
 def _valid_positions(col: Column) -> tuple[np.ndarray, np.ndarray]:
     """The positions of non-NULL rows, and per position ``p`` the count of them before
     ``p`` (length n + 1)."""
-    valid = np.ones(len(col), bool) if col.valid is None else col.valid
-    before = np.zeros(len(col) + 1, np.int64)
-    np.cumsum(valid, out=before[1:])
-    return np.flatnonzero(valid), before
+    x = xp()
+    valid = x.ones(len(col), bool) if col.valid is None else col.valid
+    before = x.zeros(len(col) + 1, np.int64)
+    x.cumsum(valid, out=before[1:])
+    return x.flatnonzero(valid), before
 
 
 def _offset(w: E.Window, batch: Batch, lay: _Layout) -> Column:
@@ -294,12 +296,13 @@ def _bound(b: E.Bound, kind: str, lay: _Layout, start: bool) -> np.ndarray:
 
 def _group_bound(b: E.Bound, lay: _Layout, start: bool) -> np.ndarray:
     """A GROUPS frame bound ``k PRECEDING / FOLLOWING``: peer groups numbered in order."""
+    x = xp()
     if not lay.n:
-        return np.zeros(0, np.int64)
-    new_peer = np.zeros(lay.n, bool)
+        return x.zeros(0, np.int64)
+    new_peer = x.zeros(lay.n, bool)
     new_peer[lay.peer_start] = True
-    group = np.cumsum(new_peer) - 1
-    starts = np.flatnonzero(new_peer)
+    group = x.cumsum(new_peer) - 1
+    starts = x.flatnonzero(new_peer)
     return group_bound(b, group, group[lay.part_start], group[lay.part_end - 1],
                        lay.part_start, lay.part_end, start, lambda g: starts[g])
 
@@ -313,13 +316,14 @@ def _range_bound(b: E.Bound, lay: _Layout, start: bool) -> np.ndarray:
     v = key_units(key, t)
     towards_larger = (b.side == "following") == ascending
     target = moved(v, t, b.offset, 1 if towards_larger else -1)
-    valid = np.ones(lay.n, bool) if key.valid is None else key.valid
-    nulls = np.zeros(lay.n + 1, np.int64)
-    np.cumsum(~valid, out=nulls[1:])
+    x = xp()
+    valid = x.ones(lay.n, bool) if key.valid is None else key.valid
+    nulls = x.zeros(lay.n + 1, np.int64)
+    x.cumsum(~valid, out=nulls[1:])
     in_part = nulls[lay.part_end] - nulls[lay.part_start]
     lo = lay.part_start + (in_part if term.nulls_first else 0)
     hi = lay.part_end - (0 if term.nulls_first else in_part)
-    found = K.range_bounds(v, lo, hi, target, ascending, not start)
+    found = kernels().window_range_bounds(x, v, lo, hi, target, ascending, not start)
     peers = lay.peer_start if start else lay.peer_end
     return np.where(valid, found, peers)
 
@@ -354,7 +358,7 @@ def _aggregate(w: E.Window, batch: Batch, lay: _Layout, pid: np.ndarray,
         raise unsupported_frame(w)
     if w.name in VARIANCES:
         x = np.where(present, to_float(col, w.args[0].type), 0.0)
-        moments = [K.frame_moments(x, present, lo, hi) for lo, hi in parts]
+        moments = [kernels().window_frame_moments(xp(), x, present, lo, hi) for lo, hi in parts]
         n, _, m2 = functools.reduce(merge_moments, moments)
         return moments_column(w, n, m2)
     states = [frame_stats(w, col, present, lo, hi) for lo, hi in parts]

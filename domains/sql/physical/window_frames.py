@@ -22,6 +22,7 @@ from hpc.domains.sql.table import Column
 from . import window_kernels as K
 from .aggregates import aggregate_column, variance_column
 from .columns import stack
+from .device import kernels, xp
 from .evaluate import Batch, _make, _rescale, evaluate, to_float
 
 __all__ = ["FRAMED", "VARIANCES", "Stats", "argument", "combine", "filtered", "finish",
@@ -43,7 +44,7 @@ def peer_key(c: Column) -> np.ndarray:
     elif v.dtype.kind == "b":
         v = v.astype(np.int8)
     if c.valid is not None:
-        v = np.where(c.valid, v, np.zeros(1, v.dtype))
+        v = np.where(c.valid, v, v.dtype.type(0))
     return v
 
 
@@ -61,11 +62,11 @@ def argument(w: E.Window, batch: Batch) -> tuple[Column, np.ndarray]:
     """An aggregate's argument column (COUNT(*): a column of ones) and the rows it counts:
     non-NULL, where its FILTER holds."""
     if w.name == "count_star" or w.args[0].type.kind == "null":
-        col = Column(np.ones(batch.nrows, np.int64), "int")
-        present = np.full(batch.nrows, w.name == "count_star")
+        col = Column(xp().ones(batch.nrows, np.int64), "int")
+        present = xp().full(batch.nrows, w.name == "count_star")
     else:
         col = evaluate(w.args[0], batch)
-        present = np.ones(batch.nrows, bool) if col.valid is None else col.valid.copy()
+        present = xp().ones(batch.nrows, bool) if col.valid is None else col.valid.copy()
     if w.filter is not None:
         present &= filtered(w.filter, batch)
     return col, present
@@ -74,7 +75,7 @@ def argument(w: E.Window, batch: Batch) -> tuple[Column, np.ndarray]:
 def filtered(condition: E.Expr, batch: Batch) -> np.ndarray:
     """Rows where a FILTER condition is TRUE."""
     f = evaluate(condition, batch)
-    return np.asarray(f.values, bool) & (True if f.valid is None else f.valid)
+    return f.values.astype(bool, copy=False) & (True if f.valid is None else f.valid)
 
 
 def partition_aggregates(w: E.Window, args: list[Column], keep: np.ndarray | None,
@@ -90,8 +91,8 @@ def partition_aggregates(w: E.Window, args: list[Column], keep: np.ndarray | Non
 
 
 def frame_count(present: np.ndarray, fs: np.ndarray, fe: np.ndarray) -> np.ndarray:
-    before = np.zeros(len(present) + 1, np.int64)
-    np.cumsum(present, out=before[1:])
+    before = xp().zeros(len(present) + 1, np.int64)
+    xp().cumsum(present, out=before[1:])
     return before[fe] - before[fs]
 
 
@@ -121,33 +122,35 @@ def frame_stats(w: E.Window, col: Column, present: np.ndarray, fs: np.ndarray,
     """The state of COUNT, SUM, AVG, MIN, MAX, BOOL_AND or BOOL_OR over every frame
     ``[fs, fe)`` of ``col``'s rows where ``present``."""
     count = frame_count(present, fs, fe)
-    zeros = np.zeros(len(fs), np.float64)
-    nans = np.zeros(len(fs), np.int64)
+    mod = xp()
+    reduce = kernels().window_frame_reduce
+    zeros = mod.zeros(len(fs), np.float64)
+    nans = mod.zeros(len(fs), np.int64)
     if w.name in ("count", "count_star"):
         return Stats(count, count, zeros, nans)
     v = col.values
     if w.name in ("sum", "avg"):
         if _exact(w):
             x = np.where(present, v.astype(np.int64), 0)
-            exact = np.zeros(len(x) + 1, np.int64)
-            approx = np.zeros(len(x) + 1, np.float64)
+            exact = mod.zeros(len(x) + 1, np.int64)
+            approx = mod.zeros(len(x) + 1, np.float64)
             with np.errstate(over="ignore"):
-                np.cumsum(x, out=exact[1:])  # modulo 2**64: exact wherever the sum fits
+                mod.cumsum(x, out=exact[1:])  # modulo 2**64: exact wherever the sum fits
                 total = exact[fe] - exact[fs]
-            np.cumsum(x.astype(np.float64), out=approx[1:])
+            mod.cumsum(x.astype(np.float64), out=approx[1:])
             return Stats(count, total, approx[fe] - approx[fs], nans)
         x = np.where(present, to_float(col, w.args[0].type), 0.0)
-        return Stats(count, K.frame_reduce(x, present, fs, fe, K.SUM, 0.0), zeros, nans)
+        return Stats(count, reduce(mod, x, present, fs, fe, K.SUM, 0.0), zeros, nans)
     op = K.MAX if _wants_max(w) else K.MIN
     if v.dtype.kind == "f":
         nan = np.isnan(v) & present
         numbers = present & ~nan
         fill = -np.inf if op == K.MAX else np.inf
-        out = K.frame_reduce(np.where(numbers, v, fill).astype(np.float64), numbers, fs, fe,
-                             op, fill)
+        out = reduce(mod, np.where(numbers, v, fill).astype(np.float64), numbers, fs, fe, op,
+                     fill)
         return Stats(count, out, zeros, frame_count(nan, fs, fe))
     fill = np.int64(_INT64.min if op == K.MAX else _INT64.max)
-    return Stats(count, K.frame_reduce(v.astype(np.int64), present, fs, fe, op, fill), zeros,
+    return Stats(count, reduce(mod, v.astype(np.int64), present, fs, fe, op, fill), zeros,
                  nans)
 
 
@@ -229,7 +232,7 @@ def with_default(w: E.Window, batch: Batch, value: Column, ok: np.ndarray) -> Co
         return value
     both = stack(value, evaluate(w.args[1], batch))  # one dictionary for strings
     n = len(value)
-    return both.take(np.where(ok, np.arange(n), n + np.arange(n)))
+    return both.take(np.where(ok, xp().arange(n), n + xp().arange(n)))
 
 
 def merge_moments(a: tuple[np.ndarray, ...], b: tuple[np.ndarray, ...]
@@ -311,15 +314,15 @@ def position_in(parts: list[tuple[np.ndarray, np.ndarray]], name: str, nth: int
                 ) -> tuple[np.ndarray, np.ndarray]:
     """The position FIRST_VALUE, LAST_VALUE or NTH_VALUE (``nth``) reads in each row's
     frame made of the ordered ranges ``parts``, and whether there is one."""
-    src = np.full(len(parts[0][0]), -1, np.int64)
-    found = np.zeros(len(src), bool)
+    src = xp().full(len(parts[0][0]), -1, np.int64)
+    found = xp().zeros(len(src), bool)
     if name == "last_value":
         for lo, hi in parts:
             has = hi > lo
             src = np.where(has, hi - 1, src)
             found |= has
         return src, found
-    left = np.full(len(src), nth - 1, np.int64)  # rows still to pass over
+    left = xp().full(len(src), nth - 1, np.int64)  # rows still to pass over
     for lo, hi in parts:
         length = hi - lo
         hit = ~found & (left < length)
