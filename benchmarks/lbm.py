@@ -90,7 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sweep-blocks", type=int, default=5, help="block sizes of --sweep-bytes auto (5)"
     )
-    p.add_argument("--sweep-cases", default="d2q9,d3q19", help="d2q9 (float64), d3q19 (float32)")
+    p.add_argument("--sweep-cases", default="d2q9,d3q19",
+                   help="d2q9 (float64), d3q19, d3q27 (float32); default d2q9,d3q19")
     p.add_argument("--sweep-ranks", default="1,2", help="rank counts of --sweep (1,2)")
     p.add_argument(
         "--sweep-point-seconds",
@@ -407,8 +408,9 @@ def _case(
 
 # -- the sweep ----------------------------------------------------------------------------
 
-# dimension and precision of each case of --sweep-cases
-_SWEEP_CASES = {"d2q9": (2, np.float64), "d3q19": (3, np.float32)}
+# lattice and precision of each case of --sweep-cases
+_SWEEP_CASES = {"d2q9": ("D2Q9", np.float64), "d3q19": ("D3Q19", np.float32),
+                "d3q27": ("D3Q27", np.float32)}
 _TARGETS = {"lbmpy": 1.2, "roofline": 0.85}  # x lbmpy everywhere; of the roofline, memory-sized
 _SWEEP_NU = 0.1  # one viscosity at every size: lbmpy's kernel (omega is a constant) is built once
 _SLAB_BYTES = 64 << 20  # float64 temporaries of one initialisation slab
@@ -585,7 +587,7 @@ def _slab_solver_class() -> Any:
 def _sweep_point(
     args: argparse.Namespace,
     comm: Any,
-    dim: int,
+    lattice_name: str,
     dtype: Any,
     shape: tuple[int, ...],
     collision: str,
@@ -594,14 +596,14 @@ def _sweep_point(
 ) -> dict[str, Any]:
     """Collective over ``comm``. Ours, lbmpy and the roofline on one grid, in turns."""
     import numba
-    from hpc.domains.cfd import D2Q9, D3Q19
+    from hpc.domains import cfd
     from hpc.domains.cfd.units import LatticeUnits
 
     from hpc.decomposition import CartDecomposition
 
     base, _, les = collision.partition("+")
     cs = args.smagorinsky if les == "les" else 0.0
-    lattice = D2Q9 if dim == 2 else D3Q19
+    lattice = getattr(cfd, lattice_name)
     units = LatticeUnits.from_viscosity(_SWEEP_NU, shape[0], 0.05)
     decomp = CartDecomposition(shape, periodic=True, halo=1, comm=comm, backend=args.backend)
     solver = _slab_solver_class()(
@@ -760,15 +762,15 @@ def _sweep(args: argparse.Namespace, collisions: list[str]) -> dict[str, Any]:
     kernels: dict[Any, Any] = {}
     points: list[dict[str, Any]] = []
     for name in names:
-        dim, dtype = _SWEEP_CASES[name]
-        q = 9 if dim == 2 else 19
+        lattice_name, dtype = _SWEEP_CASES[name]
+        dim, q = int(lattice_name[1]), int(lattice_name[3:])
         per_cell = q * np.dtype(dtype).itemsize
         for nranks in counts:
             for nbytes in _block_sizes(args, q, dtype, nranks):
                 shape = _grid_shape(dim, nbytes / per_cell, nranks)
                 for collision in collisions:
                     base = {
-                        "case": f"{'D2Q9' if dim == 2 else 'D3Q19'} {np.dtype(dtype).name}",
+                        "case": f"{lattice_name} {np.dtype(dtype).name}",
                         "collision": collision,
                         "ranks": nranks,
                         "size": list(shape),
@@ -791,7 +793,8 @@ def _sweep(args: argparse.Namespace, collisions: list[str]) -> dict[str, Any]:
                     point = None
                     if sub != MPI.COMM_NULL:
                         point = _sweep_point(
-                            args, sub, dim, dtype, shape, collision, memory_sized, kernels
+                            args, sub, lattice_name, dtype, shape, collision, memory_sized,
+                            kernels,
                         )
                         sub.Free()
                     _release_memory()
