@@ -1,10 +1,12 @@
 """Where tables come from: a directory of Parquet files (``<table>.parquet`` or
 ``<table>/*.parquet``), an HDF5 file of hpc.io tables, or tables held in memory (each rank its
-own rows). The catalog gives sqlglot the schema and each rank its part of a table."""
+own rows). The catalog gives sqlglot the schema and each rank its part of a table, and
+watches the files: its :meth:`Catalog.version` changes when they do (plans are cached by it)."""
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -83,57 +85,75 @@ class Catalog:
         self._rows: dict[str, int] = {}
         self._types: dict[str, dict[str, SQLType]] = {}  # where the kinds say too little
         self._bounds: dict[tuple[str, ...], int] = {}  # distinct_bound's, distinct_estimate's
+        # what :meth:`version` watches: a Parquet table's folder (None for one file) and the
+        # files' stamps when their metadata was read; an HDF5 file's stamp
+        self._folders: dict[str, Path | None] = {}
+        self._stamps: dict[Path, tuple[Any, ...] | None] = {}
+        self._version = 0
+        self._types_memo: dict[str, dict[str, SQLType]] | None = None
 
     # -- building ---------------------------------------------------------------------------
     @classmethod
     def from_directory(cls, path: str | os.PathLike[str]) -> Catalog:
         """Every ``<name>.parquet`` file, and every ``<name>/`` folder of Parquet parts."""
-        import pyarrow.parquet as pq
-
         root = Path(path)
         if not root.is_dir():
             raise SQLError(f"{root}: no such directory of Parquet tables")
         cat = cls()
         for entry in sorted(root.iterdir()):
             if entry.suffix == ".parquet" and entry.is_file():
-                files = [entry]
+                cat._read_parquet_table(entry.stem, entry, [entry])
             elif entry.is_dir() and sorted(entry.glob("*.parquet")):
-                files = sorted(entry.glob("*.parquet"))
-            else:
-                continue
-            name = entry.stem if entry.is_file() else entry.name
-            try:
-                schema = pq.read_schema(files[0])
-                rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-            except (OSError, ValueError) as exc:  # Arrow's errors: empty, truncated, not Parquet
-                raise SQLError(f"{entry}: not a readable Parquet file ({exc})") from None
-            cat._parquet[name] = files
-            cat._kinds[name] = {f.name: _arrow_kind(f.type) for f in schema}
-            cat._types[name] = {f.name: _sql_type(f.type) for f in schema}
-            cat._rows[name] = rows
+                cat._read_parquet_table(entry.name, entry, sorted(entry.glob("*.parquet")))
         if not cat._kinds:
             raise SQLError(f"{root}: no Parquet tables (<name>.parquet or <name>/*.parquet)")
         return cat
 
+    def _read_parquet_table(self, name: str, entry: Path, files: list[Path]) -> None:
+        """Table ``name`` from its Parquet ``files`` (``entry``: the file, or their folder):
+        the schema and row count from the footers, the files' stamps as they were read."""
+        import pyarrow.parquet as pq
+
+        stamps = {f: _stamp(f) for f in files}
+        try:
+            schema = pq.read_schema(files[0])
+            rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+        except (OSError, ValueError) as exc:  # Arrow's errors: empty, truncated, not Parquet
+            raise SQLError(f"{entry}: not a readable Parquet file ({exc})") from None
+        self._parquet[name] = files
+        self._kinds[name] = {f.name: _arrow_kind(f.type) for f in schema}
+        self._types[name] = {f.name: _sql_type(f.type) for f in schema}
+        self._rows[name] = rows
+        self._folders[name] = entry if entry.is_dir() else None
+        self._stamps.update(stamps)
+        if entry.is_dir():
+            self._stamps[entry] = _stamp(entry)  # parts added or removed
+
     @classmethod
     def from_hdf5(cls, path: str | os.PathLike[str]) -> Catalog:
         """Every hpc.io table (see :func:`hpc.io.write_table`) at the top of an HDF5 file."""
+        cat = cls()
+        cat._read_hdf5(Path(path))
+        if not cat._kinds:
+            raise SQLError(f"{path}: no hpc.io tables in this HDF5 file")
+        return cat
+
+    def _read_hdf5(self, path: Path) -> None:
+        """Every table at the top of the HDF5 file ``path``, and the file's stamp."""
         from hpc.io import describe
 
-        cat = cls()
+        stamp = _stamp(path)
         try:
             tables = describe(path)["tables"]
         except OSError as exc:
             raise SQLError(f"{path}: not a readable HDF5 file ({exc})") from exc
         for name, table in tables.items():
-            if "/" in name:  # in a group: not a table of the catalog
-                continue
-            cat._hdf5[name] = Path(path)
-            cat._kinds[name] = {col: _hdf5_kind(c) for col, c in table["columns"].items()}
-            cat._rows[name] = table["rows"]
-        if not cat._kinds:
-            raise SQLError(f"{path}: no hpc.io tables in this HDF5 file")
-        return cat
+            if "/" in name or name in self._memory:  # in a group; or hidden by a registered
+                continue  # table of that name
+            self._hdf5[name] = path
+            self._kinds[name] = {col: _hdf5_kind(c) for col, c in table["columns"].items()}
+            self._rows[name] = table["rows"]
+        self._stamps[path] = stamp
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Catalog:
@@ -152,6 +172,10 @@ class Catalog:
         self._types.pop(name, None)
         self._bounds = {k: v for k, v in self._bounds.items() if k[0] != name}
         self._rows[name] = int(allreduce(table.num_rows, "sum", comm))
+        self._parquet.pop(name, None)  # a file's table of that name is hidden from now on
+        self._hdf5.pop(name, None)
+        self._folders.pop(name, None)
+        self._changed()
 
     def in_memory(self, backend: Any = None, comm: Any = None) -> Catalog:
         """Collective. A catalog of the same tables read once and held in memory: each rank
@@ -173,6 +197,68 @@ class Catalog:
                 out._types[name] = dict(self._types[name])
         return out
 
+    # -- versions ---------------------------------------------------------------------------
+    def version(self) -> int:
+        """A number that changes whenever a query's plan may: a table was registered, or a
+        Parquet or HDF5 file was rewritten, or a part added to or removed from a table's
+        folder (that table's schema, row count and statistics are then read again; a table
+        whose files are gone leaves the catalog). Plans are cached by it
+        (:func:`hpc.domains.sql.pipeline.logical_plan`). Costs a ``stat`` per file."""
+        if any(_stamp(p) != s for p, s in self._stamps.items()):
+            self._reread()
+        return self._version
+
+    def _reread(self) -> None:
+        """Read the metadata of every table whose files changed again. A table whose files
+        cannot be read now (being written) keeps what was read before and is tried again at
+        the next :meth:`version`."""
+        stale = {p for p, s in self._stamps.items() if _stamp(p) != s}
+        for name, files in list(self._parquet.items()):
+            folder = self._folders.get(name)
+            watched = set(files) | ({folder} if folder is not None else set())
+            if stale.isdisjoint(watched):
+                continue
+            parts = sorted(folder.glob("*.parquet")) if folder is not None and \
+                folder.is_dir() else [p for p in files if p.is_file()]
+            try:
+                if parts:
+                    self._read_parquet_table(name, folder or parts[0], parts)
+                else:
+                    self._forget(name)
+            except SQLError:
+                continue
+            self._bounds = {k: v for k, v in self._bounds.items() if k[0] != name}
+        for path in {p for p in self._hdf5.values() if p in stale}:
+            names = [n for n, p in self._hdf5.items() if p == path]
+            kept = {n: (self._kinds[n], self._rows[n]) for n in names}
+            try:
+                for name in names:
+                    self._forget(name)
+                if path.is_file():
+                    self._read_hdf5(path)
+            except SQLError:
+                for name, (kinds, rows) in kept.items():
+                    self._hdf5[name], self._kinds[name], self._rows[name] = path, kinds, rows
+        self._changed()
+
+    def _changed(self) -> None:
+        """The tables changed: a new version; only the files of the tables left watched."""
+        self._version += 1
+        self._types_memo = None
+        watched = {f for files in self._parquet.values() for f in files}
+        watched |= {d for d in self._folders.values() if d is not None}
+        watched |= set(self._hdf5.values())
+        self._stamps = {p: s for p, s in self._stamps.items() if p in watched}
+
+    def _forget(self, name: str) -> None:
+        self._parquet.pop(name, None)
+        self._hdf5.pop(name, None)
+        self._kinds.pop(name, None)
+        self._rows.pop(name, None)
+        self._types.pop(name, None)
+        self._folders.pop(name, None)
+        self._bounds = {k: v for k, v in self._bounds.items() if k[0] != name}
+
     # -- reading ----------------------------------------------------------------------------
     @property
     def tables(self) -> list[str]:
@@ -184,9 +270,13 @@ class Catalog:
 
     def types(self) -> dict[str, dict[str, SQLType]]:
         """``{table: {column: logical type}}``: Parquet's DECIMAL(p, s) and integer widths
-        as DuckDB reads them; BIGINT, DOUBLE, DATE, VARCHAR, BOOLEAN from the other kinds."""
-        return {t: {c: self._types.get(t, {}).get(c) or _kind_type(k) for c, k in cols.items()}
+        as DuckDB reads them; BIGINT, DOUBLE, DATE, VARCHAR, BOOLEAN from the other kinds.
+        Built once per :meth:`version` (every query binds against it): do not modify it."""
+        if self._types_memo is None:
+            self._types_memo = {
+                t: {c: self._types.get(t, {}).get(c) or _kind_type(k) for c, k in cols.items()}
                 for t, cols in self._kinds.items()}
+        return self._types_memo
 
     def columns(self, name: str) -> list[str]:
         return list(self._kinds[name])
@@ -330,6 +420,19 @@ class ScanCache:
     def _has(self, name: str, column: str, unsorted: bool) -> bool:
         hit = self._columns.get((name, column))
         return hit is not None and (unsorted or not hit.raw)
+
+
+def _stamp(path: Path) -> tuple[Any, ...] | None:
+    """What changes when a file is rewritten or replaced: its modification time, size and
+    inode (a rewrite of the same size within the file system's timestamp granularity goes
+    unseen); for a folder, the names in it too (its size and, within that granularity, its
+    time stay when a part is added). None when it is gone."""
+    try:
+        st = os.stat(path)
+        names = tuple(sorted(os.listdir(path))) if stat.S_ISDIR(st.st_mode) else ()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino, names)
 
 
 def _rows_only(t: Table) -> Table:

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import cache
 from typing import Any
 
 from hpc.domains.sql.errors import SQLError, UnsupportedSQL, describe, position
@@ -123,7 +124,15 @@ class _Binder:
 def explicit_nulls(o: exp.Ordered) -> bool:
     """Whether the ORDER BY term spelled NULLS FIRST/LAST (sqlglot fills the flag in either
     way; DuckDB's default is NULLS LAST for ASC and DESC)."""
-    text = o.sql(dialect="duckdb").upper()
+    return _spells_nulls(o.args.get("desc"), o.args.get("nulls_first"))
+
+
+@cache
+def _spells_nulls(desc: Any, nulls_first: Any) -> bool:
+    """Whether DuckDB's SQL of an ORDER BY term with these flags says NULLS FIRST/LAST: asked
+    of a term without its expression (writing out the whole term copies its tree)."""
+    term = exp.Ordered(this=exp.Null(), desc=desc, nulls_first=nulls_first)
+    text = term.sql(dialect="duckdb").upper()
     return "NULLS FIRST" in text or "NULLS LAST" in text
 
 

@@ -104,7 +104,7 @@ class Lifter:
                  base: dict[str, str], where: exp.Expression) -> None:
         self.names, self.outer, self.cols = names, outer, sorted(outer)
         self.base_domain, self.base, self.where = domain, base, where
-        self._reads: dict[int, bool] = {}
+        self._reads: dict[P.Node, bool] = {}  # by the node itself: an id may be reused
 
     # -- helpers ------------------------------------------------------------------------------
     def fresh(self) -> dict[str, str]:
@@ -148,11 +148,12 @@ class Lifter:
 
     def reads(self, node: P.Node) -> bool:
         """Whether ``node`` or a node below it reads an outer column."""
-        key = id(node)
-        if key not in self._reads:
-            self._reads[key] = any(self.reads_expr(e) for e in P.expressions(node)) or any(
+        known = self._reads.get(node)
+        if known is None:
+            known = self._reads[node] = any(
+                self.reads_expr(e) for e in P.expressions(node)) or any(
                 self.reads(c) for c in node.inputs)
-        return self._reads[key]
+        return known
 
     # -- the dependent join, pushed down -------------------------------------------------------
     def lift(self, n: P.Node, cmap: dict[str, str]) -> P.Node:

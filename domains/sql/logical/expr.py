@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from .types import BOOLEAN, SQLType
 
@@ -55,6 +55,34 @@ WINDOW_FUNCTIONS = frozenset({
 })
 
 
+_T = TypeVar("_T", bound=type)
+
+
+def hashed_once(cls: _T) -> _T:
+    """A frozen dataclass whose instances remember their hash: a tree's hash is its whole
+    subtree's, and plans and expressions are hashed over and over (dictionaries of nodes in
+    the optimizer and the executor), which otherwise walks the subtree every time. The
+    remembered hash is not pickled (a string's hash differs between processes)."""
+    plain = cls.__hash__
+
+    def __hash__(self: Any) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = plain(self)
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self: Any) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
+    cls.__hash__ = __hash__  # type: ignore[assignment]
+    cls.__getstate__ = __getstate__  # type: ignore[attr-defined]
+    cls._plain_hash = plain  # type: ignore[attr-defined]
+    return cls
+
+
 class Expr:
     """Base of expression nodes: every node has a ``type`` and its ``children``."""
 
@@ -68,6 +96,7 @@ class Expr:
         return self
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Ref(Expr):
     """The column ``name`` of the node's input (names are unique in a plan)."""
@@ -79,6 +108,7 @@ class Ref(Expr):
         return self.name
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Literal(Expr):
     """A constant: ``None`` for NULL; int, float, :class:`decimal.Decimal` (DECIMAL), str,
@@ -98,6 +128,7 @@ class Literal(Expr):
         return str(self.value)
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Call(Expr):
     """Scalar function ``name`` (one of :data:`FUNCTIONS`) of ``args``."""
@@ -123,6 +154,7 @@ class Call(Expr):
         return f"{self.name}({', '.join(map(str, self.args))})"
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Case(Expr):
     """``CASE WHEN c1 THEN v1 ... ELSE default END`` (``whens``: (condition, value) pairs;
@@ -146,6 +178,7 @@ class Case(Expr):
         return f"CASE {arms} ELSE {self.default} END"
 
 
+@hashed_once
 @dataclass(frozen=True)
 class SortKey:
     """An ORDER BY term: ``expr`` ascending or not, NULLs first or last."""
@@ -159,6 +192,7 @@ class SortKey:
                 f"NULLS {'FIRST' if self.nulls_first else 'LAST'}")
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Aggregate(Expr):
     """Aggregate ``name`` (one of :data:`AGGREGATES`) of ``args`` over a group; ``distinct``
@@ -261,6 +295,7 @@ class Frame:
 WHOLE_PARTITION = Frame("rows", Bound("unbounded_preceding"), Bound("unbounded_following"))
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Window(Expr):
     """Window function ``name`` (one of :data:`WINDOW_FUNCTIONS` or :data:`AGGREGATES`) of

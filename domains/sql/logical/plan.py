@@ -9,10 +9,11 @@ Subqueries are joins here (semi, anti, mark, single), never executed while plann
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from .expr import Aggregate as AggregateExpr
-from .expr import Expr, SortKey
+from .expr import Expr, SortKey, hashed_once
 from .expr import Window as WindowExpr
 from .partial import state_name, states
 from .types import BOOLEAN, SQLType
@@ -31,7 +32,9 @@ class Field:
 
 
 class Node:
-    """Base of plan nodes."""
+    """Base of plan nodes. Immutable, so each computes its ``schema`` once and remembers
+    its hash (a plan is hashed and its schemas read over and over while it is planned and
+    run)."""
 
     @property
     def inputs(self) -> tuple[Node, ...]:
@@ -65,13 +68,16 @@ class _Unary(Node):
 
     def with_inputs(self, inputs: tuple[Node, ...]) -> Node:
         (child,) = inputs
+        if child is self.input:  # unchanged: a pass that rewrites nothing copies nothing
+            return self
         return replace(self, input=child)  # type: ignore[type-var]
 
-    @property
+    @cached_property
     def schema(self) -> tuple[Field, ...]:
         return self.input.schema
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Scan(Node):
     """Table ``table`` of the catalog under ``alias``: ``columns`` are (output name, column of
@@ -83,7 +89,7 @@ class Scan(Node):
     columns: tuple[tuple[str, str, SQLType], ...]
     raw: tuple[str, ...] = ()
 
-    @property
+    @cached_property
     def schema(self) -> tuple[Field, ...]:
         return tuple(Field(name, t) for name, _, t in self.columns)
 
@@ -93,6 +99,7 @@ class Scan(Node):
         return f"Scan {self.table} AS {self.alias} [{cols}]"
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Values(Node):
     """Constant rows (a SELECT without FROM reads one row of no columns)."""
@@ -108,6 +115,7 @@ class Values(Node):
         return f"Values {len(self.rows)} row(s)"
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Filter(_Unary):
     """Rows of ``input`` where ``condition`` is TRUE (not FALSE, not NULL); ``settle``: raw
@@ -123,6 +131,7 @@ class Filter(_Unary):
         return f"Filter {self.condition}{then}"
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Project(_Unary):
     """Columns computed from ``input``'s: (name, expression) pairs."""
@@ -130,7 +139,7 @@ class Project(_Unary):
     input: Node
     exprs: tuple[tuple[str, Expr], ...]
 
-    @property
+    @cached_property
     def schema(self) -> tuple[Field, ...]:
         return tuple(Field(name, e.type) for name, e in self.exprs)
 
@@ -149,12 +158,15 @@ class _Binary(Node):
 
     def with_inputs(self, inputs: tuple[Node, ...]) -> Node:
         left, right = inputs
+        if left is self.left and right is self.right:
+            return self
         return replace(self, left=left, right=right)  # type: ignore[type-var]
 
 
 JOIN_KINDS = ("inner", "left", "right", "full", "semi", "anti", "mark", "single")
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Join(_Binary):
     """A join of ``left`` and ``right`` on ``condition`` (None: every pair, a cross join).
@@ -183,7 +195,7 @@ class Join(_Binary):
         if (self.kind == "mark") != (self.mark is not None):
             raise ValueError("a mark join, and only it, names its mark column")
 
-    @property
+    @cached_property
     def schema(self) -> tuple[Field, ...]:
         if self.kind in ("semi", "anti"):
             return self.left.schema
@@ -204,6 +216,7 @@ class Join(_Binary):
 SET_KINDS = ("union", "intersect", "except")
 
 
+@hashed_once
 @dataclass(frozen=True)
 class SetOp(_Binary):
     """``left`` UNION / INTERSECT / EXCEPT ``right``, rows matched by position (both inputs
@@ -230,6 +243,7 @@ class SetOp(_Binary):
             f.name for f in self.fields)
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Aggregate(_Unary):
     """Groups of ``input`` by ``keys`` ((name, expression) pairs; none: one group, even over
@@ -245,7 +259,7 @@ class Aggregate(_Unary):
     aggregates: tuple[tuple[str, AggregateExpr], ...]
     phase: str = "complete"
 
-    @property
+    @cached_property
     def schema(self) -> tuple[Field, ...]:
         keys = tuple(Field(n, e.type) for n, e in self.keys)
         if self.phase == "partial":
@@ -260,6 +274,7 @@ class Aggregate(_Unary):
         return f"Aggregate{phase} by [{keys}] [{aggs}]"
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Window(_Unary):
     """Every row of ``input`` plus one column per window function of ``functions`` ((name,
@@ -275,7 +290,7 @@ class Window(_Unary):
         if any(w.spec != (self.partition, self.order) for _, w in self.functions):
             raise ValueError("a Window node's functions share its partition and order")
 
-    @property
+    @cached_property
     def schema(self) -> tuple[Field, ...]:
         return self.input.schema + tuple(Field(n, w.type) for n, w in self.functions)
 
@@ -289,6 +304,7 @@ class Window(_Unary):
             f"{n} := {w}" for n, w in self.functions)
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Sort(_Unary):
     """``input`` ordered by ``keys`` (stable: ties keep their order)."""
@@ -300,6 +316,7 @@ class Sort(_Unary):
         return "Sort " + ", ".join(map(str, self.keys))
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Limit(_Unary):
     """At most ``limit`` rows (None: all) after skipping ``offset``."""
@@ -312,6 +329,7 @@ class Limit(_Unary):
         return f"Limit {self.limit if self.limit is not None else 'ALL'} OFFSET {self.offset}"
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Distinct(_Unary):
     """The distinct rows of ``input`` (NULLs equal to each other)."""
@@ -319,6 +337,7 @@ class Distinct(_Unary):
     input: Node
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Output(_Unary):
     """The result: ``input``'s columns under the names the user sees (which may repeat)."""
@@ -331,6 +350,7 @@ class Output(_Unary):
         return "Output " + ", ".join(n if n == f.name else f"{n} := {f.name}" for n, f in pairs)
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Exchange(_Unary):
     """Rows moved between ranks: ``"hash"`` on ``keys`` (equal keys meet on one rank),

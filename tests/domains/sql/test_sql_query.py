@@ -563,28 +563,33 @@ def test_fused_sums_and_shared_expressions_equal_duckdb(groups):
     assert same_rows(ours, ref, ordered=True) is None, (ours.head(), ref.head())
 
 
-def test_fused_sums_do_not_depend_on_the_thread_count():
-    """The parallel slots are fixed row ranges added in order: bit-identical sums on one
-    thread and on all of them, equal to a per-group reference."""
+def test_float_sums_do_not_depend_on_the_thread_count():
+    """A GROUP BY's float SUM and AVG over a million rows: bit-identical on one thread and
+    on all of them, and equal to a per-group exact sum (``math.fsum``)."""
     import numba
-    from hpc.domains.sql.aggregate import sum_columns
 
-    rng = np.random.default_rng(5)
+    rng = np.random.default_rng()
     n, groups = 1_000_003, 7
-    ids = rng.integers(0, groups, n)
-    columns = [rng.normal(size=n) * 10.0 ** rng.integers(-3, 9, n), rng.uniform(size=n)]
+    frame = pd.DataFrame({"g": rng.integers(0, groups, n),
+                          "x": rng.normal(size=n) * 10.0 ** rng.integers(-3, 9, n),
+                          "y": rng.uniform(size=n)})
+    catalog = Catalog()
+    catalog.register("t", Table.from_pandas(frame))
+    sql = "select t.g, sum(t.x) as sx, avg(t.y) as ay, count(*) as n from t group by t.g " \
+          "order by t.g"
     threads = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
-        one, count_one = sum_columns(ids, groups, columns)
+        one = query(sql, catalog).to_pandas()
     finally:
         numba.set_num_threads(threads)
-    many, count_many = sum_columns(ids, groups, columns)
-    assert np.array_equal(one, many) and np.array_equal(count_one, count_many)
-    assert np.array_equal(count_many, np.bincount(ids, minlength=groups))
-    for j, col in enumerate(columns):
-        want = [math.fsum(col[ids == g]) for g in range(groups)]
-        assert np.allclose(many[j], want, rtol=1e-9, atol=1e-6 * np.abs(col).max())
+    many = query(sql, catalog).to_pandas()
+    assert one.equals(many), (one, many)
+    for g, part in frame.groupby("g"):
+        row = many[many["g"] == g].iloc[0]
+        assert row["n"] == len(part)
+        assert row["sx"] == pytest.approx(math.fsum(part["x"]), rel=1e-9,
+                                          abs=1e-6 * frame["x"].abs().max())
 
 
 BOUNDS_FILTERS = [
