@@ -58,7 +58,8 @@ class Case:
 
     Every case takes ``streaming`` ("auto", "aa" or "pull"), passed to :class:`LBMSolver`; the
     cavity, Taylor-Green and channel cases also ``smagorinsky`` (the LES constant ``C_s``, 0:
-    none) and ``mrt_rates`` (with ``collision="mrt"``). The 3-D cases take ``lattice``
+    none), ``mrt_rates`` (with ``collision="mrt"``) and ``magic`` (TRT's magic parameter
+    ``Lambda``, default 3/16; see :class:`LBMSolver`). The 3-D cases take ``lattice``
     ("D3Q19", the default, or "D3Q27"; :func:`lattice_for`).
     A case that records a time series sets ``sample_every`` and overrides :meth:`_sample`
     (called after every multiple of it, in absolute steps) and :meth:`_progress_text`.
@@ -96,6 +97,7 @@ class Case:
         curved=True,
         smagorinsky=0.0,
         mrt_rates=None,
+        magic=None,
     ):
         self.units = units
         self.decomp = CartDecomposition(
@@ -117,6 +119,7 @@ class Case:
             curved=curved,
             smagorinsky=smagorinsky,
             mrt_rates=mrt_rates,
+            magic=magic,
         )
 
     @property
@@ -233,6 +236,7 @@ class LidDrivenCavity(Case):
         smagorinsky: float = 0.0,
         mrt_rates: dict[str, float] | None = None,
         lattice: str | Lattice | None = None,
+        magic: float | None = None,
     ) -> None:
         self.n, self.re, self.dim = int(n), float(re), int(dim)
         lat = lattice_for(self.dim, lattice)
@@ -262,6 +266,7 @@ class LidDrivenCavity(Case):
             streaming=streaming,
             smagorinsky=smagorinsky,
             mrt_rates=mrt_rates,
+            magic=magic,
         )
 
     def centerlines(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -315,6 +320,7 @@ class TaylorGreen(Case):
         smagorinsky: float = 0.0,
         mrt_rates: dict[str, float] | None = None,
         lattice: str | Lattice | None = None,
+        magic: float | None = None,
     ) -> None:
         self.n, self.dim = int(n), int(dim)
         lat = lattice_for(self.dim, lattice)
@@ -336,6 +342,7 @@ class TaylorGreen(Case):
             streaming=streaming,
             smagorinsky=smagorinsky,
             mrt_rates=mrt_rates,
+            magic=magic,
         )
         self.k = 2 * np.pi / n
         rho, u = self.initial_fields()
@@ -409,6 +416,7 @@ class Channel(Case):
         mrt_rates: dict[str, float] | None = None,
         outlet: str = "pressure",
         outlet_speed: float | None = None,
+        magic: float | None = None,
     ) -> None:
         self.nx, self.ny, self.inflow = int(nx), int(ny), bool(inflow)
         out = outlet_boundary(outlet, speed=outlet_speed)
@@ -416,7 +424,7 @@ class Channel(Case):
             raise ValueError("outlet and outlet_speed apply with inflow=True")
         units = LatticeUnits.from_reynolds(re, ny, u_max)
         common = (D2Q9, units, collision, dtype, comm, backend, dims)
-        les = {"smagorinsky": smagorinsky, "mrt_rates": mrt_rates}
+        les = {"smagorinsky": smagorinsky, "mrt_rates": mrt_rates, "magic": magic}
         if not inflow:
             self.force = 8 * units.nu * u_max / ny**2
             self._make(

@@ -63,6 +63,11 @@ class BodyInChannel(Case):
     smagorinsky, mrt_rates
         The Smagorinsky constant ``C_s`` (0: no closure) and MRT's rates, as for the other
         cases.
+    magic : float, optional
+        TRT's magic parameter ``Lambda`` (default 3/16; :class:`LBMSolver`). At high grid
+        Reynolds numbers ``u_max / nu`` the inflow face goes unstable (with 3/16: stable at
+        7.5, diverged at 9.4); ``Lambda <= 6 (nu / u_max)^2`` or BGK kept every Schaefer-Turek
+        2D-2 run stable (docs/cfd.md).
     lattice : str or Lattice, optional
         The velocity set (3-D: "D3Q19", the default, or "D3Q27").
     outlet : {"pressure", "convective"}
@@ -92,6 +97,7 @@ class BodyInChannel(Case):
         lattice: str | Lattice | None = None,
         outlet: str = "pressure",
         outlet_speed: float | None = None,
+        magic: float | None = None,
     ) -> None:
         self.global_shape = tuple(int(n) for n in shape)
         dim = len(self.global_shape)
@@ -125,6 +131,7 @@ class BodyInChannel(Case):
             curved=curved,
             smagorinsky=smagorinsky,
             mrt_rates=mrt_rates,
+            magic=magic,
         )
 
     def fields(self) -> dict[str, Any]:
@@ -202,7 +209,7 @@ class SchaeferTurek(BodyInChannel):
     **options
         :class:`BodyInChannel`'s other keywords (``collision``, ``dtype``, ``comm``,
         ``backend``, ``dims``, ``streaming``, ``curved``, ``sample_every``, ``scheme``,
-        ``smagorinsky``, ``mrt_rates``, ``lattice``, ``outlet``, ``outlet_speed``).
+        ``smagorinsky``, ``mrt_rates``, ``magic``, ``lattice``, ``outlet``, ``outlet_speed``).
     """
 
     def __init__(

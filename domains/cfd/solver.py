@@ -20,7 +20,7 @@ from hpc.halo import HaloExchange
 
 from .codegen import COLLISIONS, FLUID, MOVING_WALL, WALL, load_kernel
 from .lattice import CS2, Lattice, moment_basis
-from .units import TRT_MAGIC
+from .units import TRT_MAGIC, check_magic
 
 __all__ = [
     "LBMSolver",
@@ -181,9 +181,9 @@ class LBMSolver:
     tau : float
         Relaxation time (TRT: of the symmetric moments).
     collision : {"bgk", "trt", "mrt"}
-        BGK, two-relaxation-time with magic parameter ``magic`` (3/16 puts a half-way
-        bounce-back wall exactly mid-link), or multiple-relaxation-time in orthogonal raw
-        moments (Lallemand & Luo 2000, d'Humieres et al. 2002; rates: :func:`mrt_rates`).
+        BGK, two-relaxation-time with magic parameter ``magic``, or multiple-relaxation-time
+        in orthogonal raw moments (Lallemand & Luo 2000, d'Humieres et al. 2002; rates:
+        :func:`mrt_rates`).
     smagorinsky : float
         Smagorinsky constant ``C_s`` of the LES closure (0: none, the plain kernel): each cell
         relaxes its shear moments at ``1 / tau_eff`` from its own non-equilibrium stress
@@ -196,6 +196,18 @@ class LBMSolver:
         A uniform body force (Guo's scheme), lattice units.
     wall_velocity : sequence of float, optional
         Velocity of the cells flagged ``MOVING_WALL``.
+    magic : float, optional
+        TRT's magic parameter ``Lambda = (tau - 1/2)(tau_- - 1/2)``, which sets the odd
+        moments' relaxation time ``tau_-``; with ``collision="mrt"`` it sets the default rate
+        of the energy flux ``q`` the same way. None: 3/16 (:data:`~hpc.domains.cfd.units.
+        TRT_MAGIC`), which puts a half-way bounce-back wall exactly mid-link in Poiseuille
+        flow at any viscosity (in general the slip is ``F (16 Lambda - 3) / (24 nu)``). At a
+        fixed ``Lambda``, TRT's steady solutions, walls included, depend on ``tau`` only
+        through the viscosity (Ginzburg, Verhaeghe & d'Humieres 2008). ``(tau - 1/2)^2`` is
+        BGK (both rates equal); a smaller value relaxes the odd moments harder
+        (``omega_- -> 2``), which kept the inflow face of Schaefer-Turek 2D-2 stable at grid
+        Reynolds numbers where 3/16 diverges (docs/cfd.md). Must be finite and positive;
+        refused with BGK, which has one rate.
     flags : array of uint8, optional
         Cell types on the ghosted local grid (FLUID, WALL, MOVING_WALL); default: fluid, and
         walls in the ghost layer beyond non-periodic domain edges.
@@ -231,7 +243,7 @@ class LBMSolver:
         force: Sequence[float] | None = None,
         wall_velocity: Sequence[float] | None = None,
         flags: Any = None,
-        magic: float = TRT_MAGIC,
+        magic: float | None = None,
         halo_pattern: str = "sweep",
         open_boundaries: Sequence[OpenBoundary] = (),
         streaming: str = "auto",
@@ -261,15 +273,26 @@ class LBMSolver:
         self.xp = xp
         self.tau = float(tau)
         self.omega_plus = 1.0 / self.tau
-        if collision == "trt":
-            self.omega_minus = 1.0 / (magic / (self.tau - 0.5) + 0.5)
-        elif collision in ("bgk", "mrt"):
-            self.omega_minus = self.omega_plus
-        else:
+        if collision not in COLLISIONS:
             raise ValueError(f"collision={collision!r}: expected one of {COLLISIONS}")
+        if magic is not None and collision == "bgk":
+            raise ValueError(
+                f"magic={magic} applies to collision='trt' (or 'mrt'), not 'bgk', which has one "
+                f"rate; TRT with magic=(tau - 1/2)^2 = {(self.tau - 0.5) ** 2:.6g} is BGK"
+            )
+        if magic is not None and collision == "mrt" and "q" in (mrt_rates or {}):
+            raise ValueError("give the energy-flux rate as magic or as mrt_rates['q'], not both")
+        # Lambda = (1/omega+ - 1/2)(1/omega- - 1/2)
+        self.magic = TRT_MAGIC if magic is None else check_magic(magic)
+        if collision == "trt":
+            self.omega_minus = 1.0 / (self.magic / (self.tau - 0.5) + 0.5)
+        else:
+            self.omega_minus = self.omega_plus
         if mrt_rates and collision != "mrt":
             raise ValueError(f"mrt_rates apply to collision='mrt', not {collision!r}")
-        self.rates = _mrt_rates(lattice, self.tau, mrt_rates, magic) if collision == "mrt" else {}
+        self.rates = (
+            _mrt_rates(lattice, self.tau, mrt_rates, self.magic) if collision == "mrt" else {}
+        )
         self.smagorinsky = float(smagorinsky)
         if not self.smagorinsky >= 0.0:
             raise ValueError(f"smagorinsky={smagorinsky}: the constant C_s must be >= 0")

@@ -15,11 +15,30 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["LatticeUnits", "TAU_MIN_MARGIN", "MACH_MAX", "TRT_MAGIC"]
+__all__ = ["LatticeUnits", "TAU_MIN_MARGIN", "MACH_MAX", "TRT_MAGIC", "check_magic"]
 
 TAU_MIN_MARGIN = 0.005
 MACH_MAX = 0.3
 TRT_MAGIC = 3.0 / 16.0  # Lambda: puts a half-way bounce-back wall exactly mid-link (Poiseuille)
+
+
+def check_magic(magic: float) -> float:
+    """The TRT magic parameter ``Lambda = (tau+ - 1/2)(tau- - 1/2)`` as a float, refused with
+    ``ValueError`` unless it is finite and positive.
+
+    Any ``Lambda > 0`` gives an odd rate ``omega- = 1 / (Lambda / (tau+ - 1/2) + 1/2)`` in
+    (0, 2); ``Lambda = 0`` would put it at 2, the edge of stability.
+    """
+    try:
+        value = float(magic)
+    except (TypeError, ValueError):
+        raise ValueError(f"magic={magic!r}: the TRT magic parameter must be a number") from None
+    if not (math.isfinite(value) and value > 0.0):
+        raise ValueError(
+            f"magic={magic}: the TRT magic parameter Lambda must be finite and > 0 (3/16: "
+            "bounce-back walls mid-link; (tau - 1/2)^2: BGK)"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -75,7 +94,12 @@ class LatticeUnits:
 
     def omega_minus(self, magic: float = TRT_MAGIC) -> float:
         """TRT antisymmetric rate for the magic parameter ``(tau+ - 1/2)(tau- - 1/2)``."""
-        return 1.0 / (magic / (self.tau - 0.5) + 0.5)
+        return 1.0 / (check_magic(magic) / (self.tau - 0.5) + 0.5)
+
+    @property
+    def bgk_magic(self) -> float:
+        """``(tau - 1/2)^2``: the magic parameter at which TRT's two rates are equal (BGK)."""
+        return (self.tau - 0.5) ** 2
 
     def check(self) -> LatticeUnits:
         """Raise ``ValueError`` naming the cause when the settings would be unstable."""
