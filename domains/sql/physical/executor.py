@@ -589,13 +589,15 @@ def _presented(c: Column, f: P.Field) -> Column:
 
 
 def _empty(f: P.Field) -> Column:
+    """A column of ``f``'s type with no rows, on the run's device (a string column's
+    dictionary on the host)."""
     kind = f.type.kind
     if kind == "varchar":
-        return Column(np.zeros(0, np.int32), "string", np.zeros(0, dtype=object))
+        return Column(xp().zeros(0, np.int32), "string", np.zeros(0, dtype=object))
     dtype = {"boolean": bool, "double": np.float64, "date": np.int32}.get(kind, np.int64)
     name = {"boolean": "bool", "double": "float", "date": "date", "decimal": "decimal",
             "timestamp": "timestamp", "varchar": "string"}.get(kind, "int")
-    return Column(np.zeros(0, dtype), name)
+    return Column(xp().zeros(0, dtype), name)
 
 
 def _unique(names: tuple[str, ...]) -> list[str]:
