@@ -337,6 +337,8 @@ def _sweep(args: argparse.Namespace) -> dict[str, Any]:
         else:
             peer_paths = max(1000, min(paths, int(args.peer_path_steps / steps)))
             point.update(_point(args, product, paths, steps, peer_paths))
+            if hasattr(os, "getloadavg"):  # a shared machine's load, the point's context
+                point["loadavg"] = os.getloadavg()[0]
         points.append(point)
     ranked = [
         p for p in points

@@ -124,6 +124,14 @@ def _m_step(
         _m_move(st, _HALF, i, -1.0, j, m, mp, q)
 
 
+def _m_tail(
+    st: Any, i: int, p: Any, j: int, k0: Any, k1: Any, stream: Any, m: Any, mp: Any, q: Any,
+    antithetic: bool,
+) -> None:  # fmt: skip
+    """The kernel's call for steps left over by ``STRIDE`` (none: ``STRIDE`` is 1)."""
+    _m_step(st, i, p, j, k0, k1, stream, m, mp, q, antithetic)
+
+
 def _m_terminal(st: Any, r: int, i: int, m: Any, mp: Any) -> tuple:
     return _m_level(st, r, i, mp), 0.0, m[1] * m[0]
 
@@ -144,7 +152,7 @@ def _log(x: float) -> float:
     return math.log(x)  # bound in the kernel
 
 
-TEMPLATES = (_m_load, _m_steps, _m_start, _m_level, _m_move, _m_step, _m_terminal)
+TEMPLATES = (_m_load, _m_steps, _m_start, _m_level, _m_move, _m_step, _m_tail, _m_terminal)
 
 
 def price_basket(

@@ -196,7 +196,9 @@ def price(
 
     The path count is rounded up to whole blocks of ``block`` samples. Sample ``i`` uses the
     normals of global index ``i`` of ``RandomStreams(seed, stream)``, so the result is bitwise
-    the same for any executor, rank count or ``batch`` (blocks per task). Controls (their
+    the same for any executor, rank count or ``batch`` (blocks per task). A GBM sample is two
+    paths, on the cosine and the sine of each Box-Muller pair (:mod:`.gbm`), a Heston or basket
+    sample one; antithetic partners double that. Controls (their
     coefficient estimated from the same paths): the discounted terminal level for European,
     barrier, lookback and basket options, the geometric Asian (closed form) for an arithmetic
     Asian under GBM. Greeks: GBM only (pathwise for European, Asian and lookback options; for
@@ -216,10 +218,10 @@ def price(
         raise ValueError(f"paths={paths}, block={block}: need paths >= 2 and block >= 1")
     if sampler not in ("pseudo", "sobol"):
         raise ValueError(f"sampler={sampler!r}: expected 'pseudo' or 'sobol'")
-    per_sample = 2 if antithetic and sampler == "pseudo" else 1
+    spec, control, greeks_known = _plan(model, option, seed, stream, bool(antithetic))
+    per_sample = kernels.paths_per_sample(spec) if sampler == "pseudo" else 1
     nblocks = math.ceil(paths / per_sample / block)
     samples = nblocks * block
-    spec, control, greeks_known = _plan(model, option, seed, stream, bool(antithetic))
     if sampler == "sobol":
         if not isinstance(model, GBM):
             raise ValueError("sampler='sobol' prices under GBM")

@@ -81,6 +81,14 @@ def _m_step(
         _m_euler(st, _HALF, i, -zv, -zi, j, m, q)
 
 
+def _m_tail(
+    st: Any, i: int, p: Any, j: int, k0: Any, k1: Any, stream: Any, m: Any, mp: Any, q: Any,
+    antithetic: bool,
+) -> None:  # fmt: skip
+    """The kernel's call for steps left over by ``STRIDE`` (none: ``STRIDE`` is 1)."""
+    _m_step(st, i, p, j, k0, k1, stream, m, mp, q, antithetic)
+
+
 def _m_terminal(st: Any, r: int, i: int, m: Any, mp: Any) -> tuple:
     return st[r, i], 0.0, m[9] * m[8]
 
@@ -93,7 +101,7 @@ def _p_observe(st: Any, r: int, i: int, x: float, g: float, t: float, q: Any) ->
     raise NotImplementedError  # the payoff's, bound in the kernel
 
 
-TEMPLATES = (_m_load, _m_steps, _m_start, _m_euler, _m_step, _m_terminal)
+TEMPLATES = (_m_load, _m_steps, _m_start, _m_euler, _m_step, _m_tail, _m_terminal)
 
 
 def price_heston(

@@ -13,14 +13,19 @@ the model and payoff parameter arrays ``mp``/``pp``):
 
 - model: ``_m_load(mp) -> m``, ``_m_steps(m)``, ``_m_start(st, r, i, m, mp)``,
   ``_m_step(st, i, p, j, k0, k1, stream, m, mp, q, antithetic)`` (steps ``j .. j + _STRIDE
-  - 1`` of path ``p`` and its partner, calling ``_p_observe`` at each observation date),
+  - 1`` of sample ``p``'s paths and their partners, calling ``_p_observe`` at each
+  observation date), ``_m_tail`` (the same for one step ``j``: the steps left over when
+  ``_STRIDE`` does not divide their number, in a lane loop of their own),
   ``_m_terminal(st, r, i, m, mp) -> (x, g, t)``: log level, its derivative in the volatility
-  and the maturity;
+  and the maturity; the module constants ``STRIDE`` and
+  ``PATHS`` (paths of a sample, default 1: path ``k`` at rows ``k _HALF``, its antithetic
+  partner at ``(k + PATHS) _HALF``);
 - payoff: ``_p_load(pp) -> q``, ``_p_start(st, r, i, q)``, ``_p_observe(st, r, i, x, g, t,
   q)``, ``_p_value(st, r, i, x, g, t, q) -> (y, c, delta, vega)``.
 
-Each kernel draws its own normals (hpc.rng, by global path index), so no random numbers are
-stored and a block's sums depend only on the block number. Sums per block, in a fixed order
+Each kernel draws its own normals (hpc.rng, by global sample index), so no random numbers
+are stored and a block's sums depend only on the block number. A sample's values are the mean
+over its paths (and their antithetic partners). Sums per block, in a fixed order
 (:data:`COLUMNS`): the discounted payoff ``y``, a control variate ``c`` with known mean, and
 the pathwise derivatives of ``y`` with respect to the spot (delta) and the volatility (vega),
 each with its square (and ``y c``).
@@ -42,6 +47,7 @@ __all__ = [
     "BLOCKS",
     "KernelSpec",
     "block_sums",
+    "paths_per_sample",
     "kernel_module",
     "EUROPEAN",
     "ARITHMETIC",
@@ -78,8 +84,9 @@ class KernelSpec:
 
 # --- the kernel templates -------------------------------------------------------------------
 # Bound per specialisation: _MROWS (model rows per path), _HALF (rows per path: model and
-# payoff), _STATE (rows of the state: a path and its partner), _STRIDE (steps per _m_step).
-_MROWS, _HALF, _STATE, _STRIDE = 0, 0, 0, 1
+# payoff), _PATHS (paths of a sample), _STATE (rows of the state: the paths and their
+# partners), _STRIDE (steps per _m_step).
+_MROWS, _HALF, _PATHS, _STATE, _STRIDE = 0, 0, 1, 0, 1
 
 
 def _exp(x: float) -> float:
@@ -104,24 +111,39 @@ def _accumulate(acc: Any, y: float, c: float, d: float, v: float) -> None:
 
 
 def _begin(st: Any, i: int, m: Any, mp: Any, q: Any) -> None:
-    """Fresh state for lane ``i``: the path and its antithetic partner."""
+    """Fresh state for lane ``i``: the sample's paths and their antithetic partners."""
     for k in range(_STATE):
         st[k, i] = 0.0
-    _m_start(st, 0, i, m, mp)
-    _p_start(st, _MROWS, i, q)
-    _m_start(st, _HALF, i, m, mp)
-    _p_start(st, _HALF + _MROWS, i, q)
+    for k in range(2 * _PATHS):
+        _m_start(st, k * _HALF, i, m, mp)
+        _p_start(st, k * _HALF + _MROWS, i, q)
+
+
+def _path_value(st: Any, k: int, i: int, m: Any, mp: Any, q: Any) -> tuple:
+    """(y, c, delta, vega) of path ``k`` of lane ``i`` (its rows from ``k _HALF``)."""
+    x, g, t = _m_terminal(st, k * _HALF, i, m, mp)
+    return _p_value(st, k * _HALF + _MROWS, i, x, g, t, q)
+
+
+def _paths_sum(st: Any, lo: int, hi: int, i: int, m: Any, mp: Any, q: Any) -> tuple:
+    """(y, c, delta, vega) summed over paths ``lo .. hi - 1`` of lane ``i``, in order."""
+    y, c, d, v = _path_value(st, lo, i, m, mp, q)
+    for k in range(lo + 1, hi):
+        yk, ck, dk, vk = _path_value(st, k, i, m, mp, q)
+        y, c, d, v = y + yk, c + ck, d + dk, v + vk
+    return y, c, d, v
 
 
 def _finish(st: Any, i: int, m: Any, mp: Any, q: Any, antithetic: bool) -> None:
-    """The sample's (y, c, delta, vega), averaged over the antithetic pair, into rows 0..3."""
-    x, g, t = _m_terminal(st, 0, i, m, mp)
-    y, c, d, v = _p_value(st, _MROWS, i, x, g, t, q)
+    """The sample's (y, c, delta, vega), the mean over its paths (the sum over the paths
+    plus the sum over their antithetic partners), into rows 0..3 (the GPU's; the CPU kernel
+    does the same sums in lane loops of their own)."""
+    y, c, d, v = _paths_sum(st, 0, _PATHS, i, m, mp, q)
     if antithetic:
-        x, g, t = _m_terminal(st, _HALF, i, m, mp)
-        ya, ca, da, va = _p_value(st, _HALF + _MROWS, i, x, g, t, q)
-        y, c, d, v = 0.5 * (y + ya), 0.5 * (c + ca), 0.5 * (d + da), 0.5 * (v + va)
-    st[0, i], st[1, i], st[2, i], st[3, i] = y, c, d, v
+        ya, ca, da, va = _paths_sum(st, _PATHS, 2 * _PATHS, i, m, mp, q)
+        y, c, d, v = y + ya, c + ca, d + da, v + va
+    share = 1.0 / (2 * _PATHS) if antithetic else 1.0 / _PATHS  # 1, 1/2 or 1/4: exact
+    st[0, i], st[1, i], st[2, i], st[3, i] = share * y, share * c, share * d, share * v
 
 
 def _lanes_sums(out, first_block, block, k0, k1, stream, mp, pp, antithetic):  # type: ignore[no-untyped-def]  # noqa: E501
@@ -134,24 +156,56 @@ def _lanes_sums(out, first_block, block, k0, k1, stream, mp, pp, antithetic):  #
     m = _m_load(mp)
     q = _p_load(pp)
     steps = _m_steps(m)
+    full = steps - steps % _STRIDE
+    share = 1.0 / (2 * _PATHS) if antithetic else 1.0 / _PATHS  # as _finish
     for b in prange(out.shape[0]):
-        acc = np.zeros(WIDTH)
         st = np.zeros((_STATE, LANES))
+        # a sample's (y, c, delta, vega) summed over its paths, then over their partners
+        val = np.empty((8, LANES))
         base = np.uint64(first_block + b) * np.uint64(block)
+        # the sums in scalars, not an array: LLVM cannot keep array elements in registers
+        # across the loop (a store to them might alias ``st``), and a chain of stores and
+        # reloads per sample is slower than the add itself. Same operations in the same order
+        # as _accumulate (the GPU's), so the same bits.
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = a8 = 0.0
         for c0 in range(0, block, LANES):
             n = min(LANES, block - c0)
             for i in range(n):
                 _begin(st, i, m, mp, q)
-            for j in range(0, steps, _STRIDE):
+            for j in range(0, full, _STRIDE):
                 for i in range(n):  # the vector loop
                     p = base + np.uint64(c0 + i)
                     _m_step(st, i, p, j, k0, k1, stream, m, mp, q, antithetic)
-            for i in range(n):  # vectorised too
-                _finish(st, i, m, mp, q, antithetic)
+            if _STRIDE > 1:  # (compiled out otherwise: it would slow the basket's loop)
+                for j in range(full, steps):  # no draws under a condition in the loop above
+                    for i in range(n):
+                        p = base + np.uint64(c0 + i)
+                        _m_tail(st, i, p, j, k0, k1, stream, m, mp, q, antithetic)
+            # _finish's sums, in its order, the partners in a loop of their own: a branch on
+            # ``antithetic`` around payoffs inside the lane loop keeps it from vectorising
+            for i in range(n):
+                y, c, d, v = _paths_sum(st, 0, _PATHS, i, m, mp, q)
+                val[0, i], val[1, i], val[2, i], val[3, i] = y, c, d, v
+            if antithetic:
+                for i in range(n):
+                    y, c, d, v = _paths_sum(st, _PATHS, 2 * _PATHS, i, m, mp, q)
+                    val[4, i], val[5, i], val[6, i], val[7, i] = y, c, d, v
             for i in range(n):  # in path order
-                _accumulate(acc, st[0, i], st[1, i], st[2, i], st[3, i])
-        for k in range(WIDTH):
-            out[b, k] = acc[k]
+                y, c, d, v = val[0, i], val[1, i], val[2, i], val[3, i]
+                if antithetic:
+                    y, c, d, v = y + val[4, i], c + val[5, i], d + val[6, i], v + val[7, i]
+                y, c, d, v = share * y, share * c, share * d, share * v
+                a0 += y
+                a1 += y * y
+                a2 += c
+                a3 += c * c
+                a4 += y * c
+                a5 += d
+                a6 += d * d
+                a7 += v
+                a8 += v * v
+        out[b, 0], out[b, 1], out[b, 2], out[b, 3], out[b, 4] = a0, a1, a2, a3, a4
+        out[b, 5], out[b, 6], out[b, 7], out[b, 8] = a5, a6, a7, a8
 
 
 def _gpu_samples(values, first, k0, k1, stream, mp, pp, antithetic):  # type: ignore[no-untyped-def]  # noqa: E501
@@ -163,8 +217,12 @@ def _gpu_samples(values, first, k0, k1, stream, mp, pp, antithetic):  # type: ig
         st = cuda.local.array((_STATE, 1), float64)
         _begin(st, 0, m, mp, q)
         p = first + np.uint64(i)
-        for j in range(0, _m_steps(m), _STRIDE):
+        steps = _m_steps(m)
+        full = steps - steps % _STRIDE
+        for j in range(0, full, _STRIDE):
             _m_step(st, 0, p, j, k0, k1, stream, m, mp, q, antithetic)
+        for j in range(full, steps):
+            _m_tail(st, 0, p, j, k0, k1, stream, m, mp, q, antithetic)
         _finish(st, 0, m, mp, q, antithetic)
         for r in range(4):
             values[r, i] = st[r, 0]
@@ -193,7 +251,7 @@ def _unbound(*args: Any) -> Any:
 
 
 # the model's and payoff's templates (see the module docstring), replaced in the kernel
-_m_load = _m_steps = _m_start = _m_step = _m_terminal = _unbound
+_m_load = _m_steps = _m_start = _m_step = _m_tail = _m_terminal = _unbound
 _p_load = _p_start = _p_value = _unbound
 
 
@@ -231,15 +289,19 @@ def kernel_module(model: str, payoff: str, constants: tuple, target: str) -> typ
     mod, pay = _parts(model), _parts(payoff)
     mrows = mod.rows(dict(constants))
     half = mrows + pay.ROWS
+    paths = getattr(mod, "PATHS", 1)
     bind: dict[str, Any] = {
         **dict(constants),
         **pay.constants(payoff),
         "_MROWS": mrows,
         "_HALF": half,
-        "_STATE": 2 * half,
+        "_PATHS": paths,
+        "_STATE": 2 * paths * half,
         "_STRIDE": mod.STRIDE,
     }
-    helpers = [_accumulate, _begin, _finish, *mod.TEMPLATES, *pay.TEMPLATES]
+    helpers = [
+        _accumulate, _begin, _path_value, _paths_sum, _finish, *mod.TEMPLATES, *pay.TEMPLATES
+    ]
     if target == "cpu":
         bind.update(_exp=vmath.exp, _log=vmath.log, _pair=device_functions("cpu")["pair"])
         module = specialise("risk_lanes", [_lanes_sums], helpers, bind, "cpu", _NUMPY_ERRORS)
@@ -249,6 +311,12 @@ def kernel_module(model: str, payoff: str, constants: tuple, target: str) -> typ
         module = specialise("risk_paths", kernels, [_exp, _log, *helpers], bind, "cuda")
     _compiled[key] = module
     return module
+
+
+def paths_per_sample(spec: KernelSpec) -> int:
+    """Paths one sample of ``spec`` simulates: its model's ``PATHS``, twice that with
+    antithetic partners."""
+    return int(getattr(_parts(spec.model), "PATHS", 1)) * (2 if spec.antithetic else 1)
 
 
 BLOCKS = DeviceTable("risk.kernels")
