@@ -23,13 +23,12 @@ def _tpch() -> None:
         catalog = Catalog.from_directory(data)
         for q in SUPPORTED:
             _query(QUERIES[q], catalog)
-            _query(QUERIES[q], catalog, "layered")  # the layered path's kernels too
 
 
-def _query(sql: str, catalog: object, path: str = "auto") -> None:
-    from .engine import QueryOptions, query
+def _query(sql: str, catalog: object) -> None:
+    from .engine import query
 
-    query(sql, catalog, options=QueryOptions(path=path))
+    query(sql, catalog)
 
 
 def _synthetic() -> None:
