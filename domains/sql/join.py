@@ -686,8 +686,8 @@ RANK_JOIN = True  # unique build keys within a bitmap's reach: looked up by rank
 def _rank_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, outer: bool,
                key_range: tuple[int, int] | None) -> tuple[np.ndarray, np.ndarray] | None:
     """Inner or left join against unique build keys at most :data:`_BITMAP_SPAN` values
-    apart on average, too sparse for :func:`_direct_join`'s array of rows (TPC-H's
-    orders of one year: 227k keys over 6M values): a key's build row is found from its bit
+    apart on average, too sparse for :func:`_direct_join`'s array of rows (a year of
+    order keys: 227k keys over 6M values): a key's build row is found from its bit
     and the count of bits set below it (a prefix count per 64-bit word), so a lookup reads
     span / 8 + span / 16 bytes that stay in cache, with no hashing and no probing loop.
     Pairs ordered by probe row; ``None`` when the keys repeat, the range is too wide, or the

@@ -43,7 +43,8 @@ from hpc.dispatch import DeviceTable
 from . import aggregate, join
 from .table import Column, Table
 
-__all__ = ["OPS", "hash_join", "group_ids", "combine_ids", "table_on", "columns_on_host"]
+__all__ = ["OPS", "hash_join", "group_ids", "combine_ids", "table_on", "host_column",
+           "columns_on_host"]
 
 OPS = DeviceTable("sql")
 # ``host_kernels``: the layered engine's CPU-only mechanisms apply (fused SUM programs,
@@ -169,11 +170,17 @@ def table_on(backend: Backend, table: Table) -> Table:
     return OPS.on(backend).table_on(backend.xp, table)
 
 
+def host_column(c: Column) -> Column:
+    """``c`` with its values and mask on the host (the same column when they are)."""
+    if isinstance(c.values, np.ndarray) and (c.valid is None or isinstance(c.valid, np.ndarray)):
+        return c
+    return Column(to_host(c.values), c.kind, c.dictionary,
+                  None if c.valid is None else to_host(c.valid))
+
+
 def columns_on_host(columns: dict[str, Column]) -> dict[str, Column]:
     """The columns as NumPy arrays (a device-to-host copy of device columns)."""
-    return {n: Column(to_host(c.values), c.kind, c.dictionary,
-                      None if c.valid is None else to_host(c.valid))
-            for n, c in columns.items()}
+    return {n: host_column(c) for n, c in columns.items()}
 
 
 # -- window kernels: the window operator's frame aggregates and RANGE bounds (see

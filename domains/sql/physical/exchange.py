@@ -17,18 +17,18 @@ from typing import Any
 import numpy as np
 from hpc.domains.sql import strings
 from hpc.domains.sql.exchange import allgather_columns, ship
+from hpc.domains.sql.ops import host_column
 from hpc.domains.sql.table import Column, Table, merge_dictionaries, settle, settle_columns
 from numba import njit
 
-from hpc.backend import array_module, get_backend, to_host
+from hpc.backend import array_module, get_backend
 from hpc.collectives import allreduce
 from hpc.shuffle import hash_partition, shuffle
 
 from .device import running_on
 
 __all__ = ["hash_rows", "exchange", "skewed", "global_dictionaries", "key_hash",
-           "range_destinations", "Ranks", "mark_global", "global_count_many", "agree",
-           "host_column"]
+           "range_destinations", "Ranks", "mark_global", "global_count_many", "agree"]
 
 _global: dict[int, Any] = {}  # id -> weak reference of dictionaries equal on every rank
 
@@ -107,13 +107,6 @@ def _module(columns: dict[str, Column]) -> Any:
     """The array module of the columns' values (NumPy without columns)."""
     return array_module(next(iter(columns.values())).values) if columns else np
 
-
-def host_column(c: Column) -> Column:
-    """``c`` with its values and mask on the host (the same column when they are)."""
-    if isinstance(c.values, np.ndarray) and (c.valid is None or isinstance(c.valid, np.ndarray)):
-        return c
-    return Column(to_host(c.values), c.kind, c.dictionary,
-                  None if c.valid is None else to_host(c.valid))
 
 
 def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column],
