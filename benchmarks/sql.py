@@ -25,7 +25,7 @@ from typing import Any
 from hpc.comm import world
 from hpc.errors import UsageError
 
-from .timing import time_interleaved
+from .timing import affinity_record, cpus_of, thread_ids, time_interleaved
 from .tpch import _add_data_arguments, _data, _duckdb, _duckdb_threads, _geomean
 
 __all__ = ["QUERIES", "add_arguments", "run"]
@@ -294,7 +294,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     path = _data(args, comm)
     catalog = Catalog.from_directory(path)
     threads = _duckdb_threads(comm)
+    before = thread_ids()
     con = _duckdb(path, catalog.tables, threads) if rank0 else None
+    peer_threads = thread_ids() - before if rank0 else set()  # DuckDB's, started on connect
     # one pass of every query before any timing, so the process's memory and compiled
     # kernels are as warm for the first query as for the last; it also finds the queries
     # the chosen path refuses (every rank raises UnsupportedSQL alike)
@@ -341,5 +343,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "worst": None if worst is None else {"query": worst,
                                              "ratio": timed[worst]["speed_vs_duckdb"]},
         "refused": list(refused),
+        "affinity": affinity_record(comm, cpus_of(peer_threads) if rank0 else [],
+                                    peer_threads=peer_threads),
         "queries": per_query,
     }

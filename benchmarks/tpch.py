@@ -22,7 +22,7 @@ from typing import Any
 
 from hpc.comm import world
 
-from .timing import all_cores, time_interleaved
+from .timing import affinity_record, all_cores, cpus_of, thread_ids, time_interleaved
 
 __all__ = ["add_arguments", "run"]
 
@@ -132,7 +132,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         catalog = catalog.in_memory(backend, comm)
     wanted = [int(q) for q in args.queries.split(",")] if args.queries else list(SUPPORTED)
     threads = _duckdb_threads(comm)
+    before = thread_ids()
     con = _duckdb(path, catalog.tables, threads, args.resident) if rank0 else None
+    peer_threads = thread_ids() - before if rank0 else set()  # DuckDB's, started on connect
     frames = None
     if rank0 and args.resident and not args.no_polars:
         import polars as pl
@@ -185,5 +187,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                  per_query) else None}},
         "ratio": geo,
         "limits": {"target_ratio": 1 / 1.5 if not backend.is_gpu else 5.0},
+        "affinity": affinity_record(comm, cpus_of(peer_threads) if rank0 else [],
+                                    peer_threads=peer_threads),
         "queries": per_query,
     }

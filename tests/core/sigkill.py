@@ -17,9 +17,11 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hpc.launcher import mpirun_command
 from tests.conftest import ROOT
@@ -139,12 +141,20 @@ def _trial(launch: Launch, journal: Path, workdir: Path, rng: random.Random,
     """Start ``launch``, SIGKILL it at a random moment (``mode`` as :func:`kill_chain`),
     check the temporaries it left."""
     before = segments(journal)
+    with tempfile.TemporaryFile() as errors:  # kept for a launch that fails by itself
+        return _kill_once(launch, journal, workdir, rng, max_delay, timeout, mode, before,
+                          errors)
+
+
+def _kill_once(launch: Launch, journal: Path, workdir: Path, rng: random.Random,
+               max_delay: float, timeout: float, mode: str, before: int,
+               errors: Any) -> Trial:
     proc = subprocess.Popen(
         launch.command(),
         cwd=workdir,
         env=_env(),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=errors,
         start_new_session=True,
     )
     start = time.monotonic()
@@ -166,7 +176,10 @@ def _trial(launch: Launch, journal: Path, workdir: Path, rng: random.Random,
         pass
     finished = proc.poll() is not None
     if finished and proc.returncode != 0:
-        raise AssertionError(f"{launch} failed by itself with exit status {proc.returncode}")
+        errors.seek(0)
+        tail = errors.read().decode(errors="replace")[-4000:]
+        raise AssertionError(f"{launch} failed by itself with exit status {proc.returncode}"
+                             f"\n--- stderr (last 4000 characters)\n{tail}")
     kill_session(proc)
     left = temporaries(workdir)
     trial = Trial(
