@@ -358,7 +358,9 @@ def _run_case(args: argparse.Namespace) -> int:
     ckpt = Checkpoint(ckpt_dir, keep=2) if (args.checkpoint_every or args.restart) else None
     params = {
         "case": args.case,
-        "args": {k: str(v) for k, v in vars(args).items() if k not in ("func", "argv")},
+        # paths resolved: a restart from another folder names the same files alike
+        "args": {k: str(v.resolve() if isinstance(v, Path) else v)
+                 for k, v in vars(args).items() if k not in ("func", "argv")},
     }
     if args.restart:
         step = ckpt.latest()
@@ -367,6 +369,7 @@ def _run_case(args: argparse.Namespace) -> int:
                 print(f"no checkpoint in {ckpt_dir}: starting from step 0", flush=True)
         else:
             state = ckpt.load(step, decomp=case.decomp)
+            _check_same_run(state.attrs, params, state.path)
             solver.restore(state.arrays, state.step)
             if rank0:
                 print(f"restarted from step {state.step} ({state.path})", flush=True)
@@ -379,6 +382,35 @@ def _run_case(args: argparse.Namespace) -> int:
 
         shutil.rmtree(args.journal, ignore_errors=True)
     return 0
+
+
+# options a restart may change: how long, how often and where it reports and saves, and
+# where it runs; every other option sets the flow (case, grid, Reynolds number, collision
+# and its parameters, precision, geometry), which a restart must continue unchanged
+_RUN_OPTIONS = frozenset({
+    "steps", "check_every", "out", "checkpoint_dir", "checkpoint_every", "restart", "journal",
+    "backend", "quiet", "metrics", "tol", "sample_every",
+})
+
+
+def _check_same_run(saved: dict[str, Any], now: dict[str, Any], path: Any) -> None:
+    """Refuse to restart a checkpoint under options that change the flow it holds (another
+    collision operator, TRT magic parameter, Reynolds number, grid or precision), naming each
+    option, its checkpointed value and the new one. Every rank reads the same checkpoint, so
+    every rank raises alike."""
+    before, after = saved.get("args", {}), now["args"]
+    changed = [
+        f"--{k.replace('_', '-')} {before.get(k)!s} in the checkpoint, {after.get(k)!s} now"
+        for k in sorted(set(before) | set(after))
+        if k not in _RUN_OPTIONS and before.get(k) != after.get(k)
+    ]
+    if saved.get("case") != now["case"]:
+        changed.insert(0, f"case {saved.get('case')} in the checkpoint, {now['case']} now")
+    if changed:
+        raise on_all_ranks(UsageError(
+            f"--restart from {path}: the checkpoint was written by a run with other flow "
+            f"options ({'; '.join(changed)}); give the same options, or start a new run "
+            "without --restart"))
 
 
 def _solve(args: argparse.Namespace, case: Any, ckpt: Any, params: dict[str, Any],

@@ -54,3 +54,31 @@ def test_wrong_types_are_refused_by_the_parser(capsys):
         main(["cfd", "cavity", "--re", "fast"])
     assert exc.value.code == 2
     assert "--re: invalid float value: 'fast'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("changed, words", [
+    (["--magic", "0.25"], ["--magic None in the checkpoint, 0.25 now"]),
+    (["--collision", "bgk"], ["--collision trt in the checkpoint, bgk now"]),
+    (["--re", "200"], ["--re 100.0 in the checkpoint, 200.0 now"]),
+    (["--dtype", "float32"], ["--dtype float64 in the checkpoint, float32 now"]),
+])
+def test_a_restart_under_other_flow_options_is_refused(tmp_path, capsys, monkeypatch,
+                                                       changed, words):
+    flow = ["cavity", "--quiet", "--n", "16", "--re", "100", "--collision", "trt"]
+    ckpt = ["--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "10"]
+    assert main(["cfd", *flow, *ckpt, "--steps", "20"]) == 0
+    # the same flow, run longer with another report interval, from another folder (the
+    # checkpoint folder spelled relatively): accepted
+    monkeypatch.chdir(tmp_path)
+    relative = ["--checkpoint-dir", "ck", "--checkpoint-every", "10"]
+    assert main(["cfd", *flow, *relative, "--steps", "30", "--check-every", "5",
+                 "--restart"]) == 0
+    assert "restarted from step 20" in capsys.readouterr().out
+    saved = sorted(p.name for p in (tmp_path / "ck").iterdir())
+    rc = main(["cfd", *flow, *relative, "--steps", "40", "--restart", *changed])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert err.startswith("hpc cfd cavity: error: --restart from ") and "\n" not in err, err
+    for word in words:
+        assert word in err, (word, err)
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == saved  # nothing written
