@@ -508,7 +508,12 @@ class _SelectBinder:
         correlation: list[E.Expr] = []
         if isinstance(j.this, exp.Lateral):
             if kind not in ("inner", "left"):
-                raise UnsupportedSQL(f"{kind.upper()} JOIN LATERAL is not supported{position(j)}")
+                # invalid SQL, not a gap: the subquery's rows exist only for a left row, so
+                # there is nothing to keep for a right row without one (PostgreSQL and DuckDB
+                # refuse it alike)
+                raise SQLError(f"{kind.upper()} JOIN LATERAL{position(j)}: a LATERAL subquery "
+                               "refers to the left side's rows, so it can be joined only by "
+                               "INNER, LEFT or CROSS JOIN")
             right, correlation = self._lateral(left, j.this)
         else:
             right = self.binder.relation(j.this, self._through(), self.ctes)

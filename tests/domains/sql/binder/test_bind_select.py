@@ -83,7 +83,7 @@ def test_exchanges_appear_only_for_several_ranks():
     ("SELECT x, k FROM a EXCEPT SELECT k FROM b", SQLError, "2 and 1 columns"),
     ("SELECT DISTINCT ON (k) x FROM a", UnsupportedSQL, "DISTINCT ON"),
     ("SELECT a.x, l.y FROM a RIGHT JOIN LATERAL (SELECT b.y FROM b WHERE b.k = a.k) AS l "
-     "ON TRUE", UnsupportedSQL, "RIGHT JOIN LATERAL"),
+     "ON TRUE", SQLError, "RIGHT JOIN LATERAL at line 1.*only by INNER, LEFT or CROSS"),
     ("SELECT x FROM a LIMIT -1", (SQLError, UnsupportedSQL), "LIMIT"),
 ])
 def test_errors_name_the_construct(sql, error, words):
