@@ -21,17 +21,21 @@ _kernels: dict[str, Any] = {}
 
 # kernels at module level so numba can cache them on disk (cache=True)
 @njit(nogil=True, cache=True)
-def factorise_dense(keys, lo, span, ids):  # type: ignore[no-untyped-def]
-    # keys in [lo, lo + span): a direct table instead of hashing. ids (one per key) comes
-    # from NumPy: its large allocations are huge-page backed, numba's fault in 4 KiB pages
-    slot_id = np.full(span, -1, dtype=np.int64)
+def factorise_dense(keys, lo, slot_id, ids, first):  # type: ignore[no-untyped-def]
+    # keys in [lo, lo + span): a direct table slot_id (span entries of -1) instead of
+    # hashing; notes each group's first row as it goes (no second pass). The table, ids
+    # and first come from NumPy: its large allocations are huge-page backed, numba's fault
+    # in 4 KiB pages. Unsigned indices: no negative-index test per row
     n = 0
-    for i in range(keys.shape[0]):
-        s = keys[i] - lo
-        if slot_id[s] == -1:
-            slot_id[s] = n
+    for i in range(np.uint64(keys.shape[0])):
+        s = np.uint64(keys[i] - lo)
+        g = slot_id[s]
+        if g == -1:
+            g = n
+            slot_id[s] = g
+            first[g] = i
             n += 1
-        ids[i] = slot_id[s]
+        ids[i] = g
     return n
 
 
@@ -223,9 +227,10 @@ def group_ids(keys: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
         n, first = factorise_small(k, lo, hi - lo + 1, _CHUNKS, ids)
         return ids, int(n), first
     if hi - lo < max(4 * len(k), 1 << 16) and hi - lo < 1 << 26:  # small key range
-        n = kern["factorise_dense"](k, lo, hi - lo + 1, ids)
-    else:
-        n = _factorise_hashed(k, ids)
+        first = np.empty(len(k), dtype=np.int64)
+        n = kern["factorise_dense"](k, lo, np.full(hi - lo + 1, -1, np.int64), ids, first)
+        return ids, int(n), first[:n]
+    n = _factorise_hashed(k, ids)
     return ids, int(n), kern["first_rows"](ids, n)
 
 

@@ -64,7 +64,7 @@ def aggregate_column(agg: E.Aggregate, ids: np.ndarray, ngroups: int, args: list
     sums : tuple of arrays, optional
         For a :func:`fusable` SUM or AVG: its argument's exact sums, counts and overflow
         flags per group, computed beforehand with other such aggregates' in one pass
-        (:func:`.checked.group_sums_many`).
+        (:mod:`.sum_programs`); for ``count_star``: its counts are the rows per group.
 
     Raises
     ------
@@ -73,6 +73,8 @@ def aggregate_column(agg: E.Aggregate, ids: np.ndarray, ngroups: int, args: list
     """
     ids = _xp().asarray(ids, dtype=np.int64)
     if agg.name == "count_star":
+        if sums is not None:  # the rows of each group, counted with fused sums
+            return _make(sums[1], agg.type)
         return _make(np.bincount(ids, minlength=ngroups)[:ngroups], agg.type)
     if not args:
         raise SQLError(f"{agg.name} needs an argument")

@@ -100,16 +100,23 @@ SELECTIVE_AFTER = 2  # later conjuncts read only the kept rows once at most 1/th
 def _fused_sums(node: P.Aggregate, batch: Batch, ids: np.ndarray, ngroups: int
                 ) -> dict[str, tuple[Column, Sums]]:
     """The exact sums per group of every :func:`~.aggregates.fusable` SUM and AVG of a
-    complete aggregate, in one pass over the group ids when there are several: name ->
-    (its argument, its sums)."""
+    complete aggregate, in one pass over the group ids (:mod:`.sum_programs`): name ->
+    (its argument, its sums); a ``COUNT(*)`` gets the rows of each group, counted in the
+    same pass, as its counts."""
     if node.phase != "complete" or not kernels().host_kernels:  # (else each SUM alone)
         return {}
     fused = [(name, agg) for name, agg in node.aggregates if fusable(agg)]
-    programs = compile_sums([agg.args[0] for _, agg in fused]) if FUSE_ARITHMETIC else None
-    if programs is not None:
-        sums = programs.sums(batch, ids, ngroups)
-        if sums is not None:  # else an overflow: evaluated below, which raises or widens
-            return {name: (_NOT_READ, s) for (name, _), s in zip(fused, sums, strict=True)}
+    if not fused:
+        return {}
+    programs = compile_sums([agg.args[0] for _, agg in fused])
+    if FUSE_ARITHMETIC and programs.worth(len(ids)):
+        done = programs.sums_and_sizes(batch, ids, ngroups)
+        if done is not None:  # else an overflow: evaluated below, which raises or widens
+            sums, sizes = done
+            out = {name: (_NOT_READ, s) for (name, _), s in zip(fused, sums, strict=True)}
+            out.update({name: (_NOT_READ, (sizes, sizes, sizes)) for name, agg in
+                        node.aggregates if agg.name == "count_star" and agg.filter is None})
+            return out
     if len(fused) < 2:
         return {}
     args = [evaluate(agg.args[0], batch) for _, agg in fused]
@@ -163,10 +170,13 @@ def _kept_groups(ids: np.ndarray, ngroups: int, first: np.ndarray, kept: np.ndar
                  keep_empty: bool) -> tuple[np.ndarray, int, np.ndarray]:
     """Group ids over every row restricted to the ``kept`` rows: the dropped rows in group
     ``ngroups'`` (one past the groups), the groups that only dropped rows held removed
-    (unless ``keep_empty``: one group without keys is there even without rows)."""
-    out = np.empty(len(ids), np.int64)
+    (unless ``keep_empty``: one group without keys is there even without rows). The ids
+    are the grouping's own: rewritten in place (a fresh array of a row each would fault
+    its pages in)."""
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    out = ids if ids.flags.writeable else np.empty(len(ids), np.int64)
     present = np.zeros(ngroups, np.bool_)
-    mask_groups(np.ascontiguousarray(ids, dtype=np.int64), kept, ngroups, out, present)
+    mask_groups(ids, kept, ngroups, out, present)
     if keep_empty or bool(present.all()):
         return out, ngroups, first
     remap = np.cumsum(present) - 1
@@ -394,8 +404,8 @@ class Executor:
                 continue
             if name in fused:
                 arg, sums = fused[name]
-                column = aggregate_column(agg, ids, base, [arg], [agg.args[0].type], None,
-                                          sums)
+                column = aggregate_column(agg, ids, base, [arg],
+                                          [a.type for a in agg.args] or None, None, sums)
                 out[name] = column.take(every) if base != ngroups else column
                 continue
             args = [evaluate(a, batch) for a in agg.args]

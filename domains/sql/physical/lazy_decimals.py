@@ -96,6 +96,21 @@ class LazyDecimals(Column):
             return super().gather(index)
         return Column(out, "decimal", None, None)
 
+    def scaled_chunks(self) -> list[tuple[int, np.ndarray, int, int]] | None:
+        """The column as Parquet's chunks, ``(first row, words, stride, factor)`` each: row
+        ``first + i`` is ``words[stride i] * factor`` at the column's scale (see
+        :meth:`~hpc.domains.sql.table.Decimals.chunk_words`), for a kernel that reads the
+        values where they are; None once converted, or where a chunk is not int64 words
+        or has a scale above the column's."""
+        if self._values is not None:
+            return None
+        parts = self._source.chunk_words()
+        if not parts or any(p[1].dtype != np.int64 or not 0 <= self._scale - p[3] <= 18
+                            for p in parts):
+            return None
+        return [(start, words, stride, 10 ** (self._scale - scale))
+                for start, words, stride, scale in parts]
+
     def _converted(self, index: np.ndarray, ascending_only: bool = False
                    ) -> np.ndarray | None:
         """Rows ``index`` as scaled int64 from the chunks, or None where the chunks do not
