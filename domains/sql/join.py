@@ -599,6 +599,9 @@ def hash_join(
         b = b[kept]
     key_range = _key_range(b)
     if how in ("semi", "anti"):  # the probe rows with / without a match: one byte per row
+        if len(b) > 4 * len(p) and not _bitmap_fits(key_range, len(b)):
+            b = b[_contains(b, _key_set(p))]  # only the build keys some probe row has
+            key_range = _key_range(b)
         hit_mask = _member(p, b, probe_valid, key_range)
         rows = np.flatnonzero(hit_mask if how == "semi" else ~hit_mask)
         return rows, np.full(len(rows), -1, dtype=np.int64)
