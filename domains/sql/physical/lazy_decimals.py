@@ -64,6 +64,10 @@ class LazyDecimals(Column):
         self.kind, self.dictionary, self.valid = "decimal", None, source.valid
 
     @property
+    def xp(self) -> Any:
+        return np  # Arrow's host chunks: asking must not convert every row
+
+    @property
     def values(self) -> np.ndarray:  # type: ignore[override]
         if self._values is None:
             exact = self._source.unscaled(self._scale)
