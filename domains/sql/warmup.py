@@ -54,6 +54,13 @@ def _synthetic() -> None:
            "ORDER BY t DESC LIMIT 5", catalog)
 
 
+def _predicate_programs() -> None:
+    from .physical.predicate_programs import warm_up
+
+    warm_up()  # filters use them on large inputs only, which the tiny database has not
+
+
 TASKS: list[tuple[str, Callable[[], object]]] = [
     ("TPC-H queries on a generated SF 0.01 database", _tpch),
+    ("filter predicate programs", _predicate_programs),
 ]

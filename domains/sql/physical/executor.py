@@ -67,17 +67,35 @@ def _true(c: Column) -> np.ndarray:
 
 
 def _rows_passing(condition: E.Expr, side: Side, as_mask: bool = False) -> np.ndarray:
-    """The rows of ``side`` where ``condition`` is TRUE, conjunct by conjunct: once the
-    conjuncts so far keep at most half of the rows, each later one reads only the rows kept
-    (its columns gathered for them), as a selection vector would: a costly predicate after
-    a selective one (a range of decimals after a string equality) is evaluated, and its
-    decimals converted from Parquet's chunks, for the few rows left."""
+    """The rows of ``side`` where ``condition`` is TRUE. The conjuncts a predicate program
+    expresses (:mod:`.predicate_programs`: comparisons, ranges, IN lists, NULL tests and
+    string tests under AND, OR and NOT) run first, in one pass; the others then conjunct
+    by conjunct: once the conjuncts so far keep at most half of the rows, each later one
+    reads only the rows kept (its columns gathered for them), as a selection vector would:
+    a costly predicate after a selective one (a range of decimals after a string equality)
+    is evaluated, and its decimals converted from Parquet's chunks, for the few rows left."""
+    from .predicate_programs import compile_predicate  # (here: loads its kernels when used)
+
     terms = E.conjuncts(condition)
+    mask = rows = None
+    if PREDICATE_PROGRAMS and side.nrows >= PROGRAM_FROM and kernels().host_kernels:
+        program, rest = compile_predicate(terms, side.columns, side.nrows)
+        found = None if program is None else program.rows(side.columns, side.nrows,
+                                                            as_mask and not rest)
+        if found is not None:
+            if not rest:
+                return found
+            terms = rest
+            if found.dtype == np.bool_:
+                mask = found
+            else:
+                rows = found
     batch = _batch(side)
-    mask = _true(evaluate(terms[0], batch))
-    rows = None
+    if mask is None and rows is None:
+        mask = _true(evaluate(terms[0], batch))
+        terms = terms[1:]
     kept: dict[str, Column] = {}  # columns gathered for ``rows`` so far
-    for t in terms[1:]:
+    for t in terms:
         if rows is None and SELECTIVE_AFTER * int(np.count_nonzero(mask)) <= side.nrows:
             rows = np.flatnonzero(mask)
         if rows is None:  # not in place: the first mask may be a boolean column's values
@@ -94,6 +112,9 @@ def _rows_passing(condition: E.Expr, side: Side, as_mask: bool = False) -> np.nd
     return rows
 
 
+PREDICATE_PROGRAMS = True  # the conjuncts a program expresses run in one pass (see above)
+PROGRAM_FROM = 1 << 18  # ... on inputs of at least this many rows (below: making the
+# program, its tables and its kernel's start, 0.2-0.5 ms, cost more than NumPy's passes)
 SELECTIVE_AFTER = 2  # later conjuncts read only the kept rows once at most 1/this remain
 
 
