@@ -241,6 +241,18 @@ def _fixed(buf: np.ndarray, pos: int, width_bytes: int) -> int:
     return value
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _next_packed(buf: np.ndarray, pos: int, acc: int, bits: int, width: int,
+                 mask: int) -> tuple[int, int, int, int]:
+    """The next ``width``-bit value of a bit-packed run read byte by byte: ``(value, pos,
+    acc, bits)`` with the bytes read so far held in ``acc``'s low ``bits``."""
+    while bits < width:
+        acc |= np.int64(buf[pos]) << bits
+        pos += 1
+        bits += 8
+    return acc & mask, pos, acc >> width, bits - width
+
+
 @nb.njit(cache=True, nogil=True)
 def _expand_levels(buf: np.ndarray, pos: int, end: int, width: int, out: np.ndarray,
                    at: int, n: int) -> int:
@@ -258,15 +270,10 @@ def _expand_levels(buf: np.ndarray, pos: int, end: int, width: int, out: np.ndar
             acc = np.int64(0)
             bits = 0
             for _ in range(count):
-                while bits < width:
-                    acc |= np.int64(buf[pos]) << bits
-                    pos += 1
-                    bits += 8
+                level, pos, acc, bits = _next_packed(buf, pos, acc, bits, width, mask)
                 if k < n:
-                    out[at + k] = (acc & mask) != 0
+                    out[at + k] = level != 0
                     k += 1
-                acc >>= width
-                bits -= width
         else:
             value = _fixed(buf, pos, width_bytes)
             pos += width_bytes
@@ -301,13 +308,7 @@ def _gather_hybrid(buf: np.ndarray, pos: int, end: int, width: int, dictionary: 
             acc = np.int64(0)
             bits = 0
             for _ in range(count):
-                while bits < width:
-                    acc |= np.int64(buf[pos]) << bits
-                    pos += 1
-                    bits += 8
-                index = acc & mask
-                acc >>= width
-                bits -= width
+                index, pos, acc, bits = _next_packed(buf, pos, acc, bits, width, mask)
                 while row < stop and not valid[row]:
                     out[row] = 0
                     row += 1
