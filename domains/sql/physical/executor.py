@@ -539,8 +539,8 @@ class Executor:
 # each node type's operator, as a function of (executor, node): a table of the class's
 # functions, not of an executor's bound methods, so that an executor (and every column a
 # query read, which it holds) is freed when its query returns, not by a later cycle
-# collection (that left each TPC-H Q1 run's 200 MB of columns alive and the next run
-# faulting in fresh pages)
+# collection (which kept a large scan's columns alive for several later queries, each of
+# them faulting in fresh pages)
 _OPERATORS: dict[type, Any] = {
     P.Scan: Executor._scan, P.Values: Executor._values, P.Filter: Executor._filter,
     P.Project: Executor._project, P.Join: Executor._join, P.Aggregate: Executor._aggregate,

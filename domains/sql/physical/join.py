@@ -131,7 +131,8 @@ def _pairs_of(probe: np.ndarray, build: np.ndarray, probe_valid: Any, build_vali
 
 _BUILD_LARGER = 2  # a marking join builds its right side unless this many times the left
 # a semi, anti or mark join without a residual condition tests membership (_marked), not
-# pairs: measured 2.8x faster for TPC-H Q4's 57k orders against 3.8M lineitem rows
+# pairs: measured 2.8x faster for 57k left rows against 3.8M right rows, several of them
+# matching each left row
 MEMBERSHIP = True
 
 
@@ -287,10 +288,10 @@ def _rows_of(side: Side, rows: np.ndarray) -> dict[str, Column]:
 
 
 DEFER_JOINS = True  # a join's output columns gathered when read (see _rows_of)
-# ... and decimals still in Parquet's chunks (off: measured by CPU time on TPC-H SF1, Q5
-# 15 ms faster, its 910k joined rows cut to 7k before they are read, but Q9 14 ms and Q10
-# 6 ms slower, their rows converted later through an unordered index, which costs a sort
-# per column, where at the first join the rows ascend)
+# ... and decimals still in Parquet's chunks (off: a join whose 910k rows later joins cut
+# to 7k gained 15 ms of CPU, but joins whose rows stay many lost up to 14 ms, their rows
+# converted later through an unordered index, which costs a sort per column, where at the
+# first join the rows ascend)
 DEFER_DECIMALS = False
 
 

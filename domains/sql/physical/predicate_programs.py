@@ -21,11 +21,11 @@ the others are (FALSE or NULL), so the program never needs the third value. The 
   ``[lo, hi]`` (``=``, ``<``, ``<=``, ``>``, ``>=`` against a constant of its type; the
   ranges of one column under an AND are intersected, so a BETWEEN is one test), or out of it;
 - a DOUBLE column in a range, in DuckDB's total order (NaN equal to itself, above all);
-- two columns of one type compared (``l_commitdate < l_receiptdate``);
+- two columns of one type compared (``shipped < received``);
 - an integer column IN a list of constants;
 - IS [NOT] NULL of a column, a BOOLEAN column;
 - any strict test of one dictionary-coded string column against constants (comparisons, IN,
-  LIKE, of the column or of strict string functions of it: ``substring(c_phone, 1, 2) IN
+  LIKE, of the column or of strict string functions of it: ``substring(phone, 1, 2) IN
   (...)``): evaluated once per dictionary entry, by :func:`.evaluate.evaluate` itself, into
   a table that the program looks the rows' codes up in (where the dictionary is small next
   to the rows: else the test is left to the caller, for the rows the program keeps).
