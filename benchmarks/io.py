@@ -18,6 +18,7 @@ and the point of lowest ``tofile`` write ratio under ``worst``.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import threading
@@ -62,6 +63,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sweep-budget", type=float, default=1500.0, help="seconds; later points skipped (1500)"
     )
+    p.add_argument(
+        "--sweep-rep-bytes",
+        type=float,
+        default=4e8,
+        help="a sweep point repeats until ours wrote this many bytes (at most 25 times; 4e8)",
+    )
 
 
 def _fsync(path: Path) -> None:
@@ -76,7 +83,7 @@ def _timed(comm: Any, fn: Any) -> float:
     comm.Barrier()
     t0 = time.perf_counter()
     fn()
-    comm.Barrier()
+    idle_barrier(comm)  # a rank done early sleeps: no spinning on a core the other side needs
     return time.perf_counter() - t0
 
 
@@ -213,9 +220,13 @@ def _sweep(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             sub = comm.Split(0 if rank < nranks else MPI.UNDEFINED, rank)
             point = None
+            # small arrays repeat more: a write of milliseconds varies with every fsync
+            reps = max(args.reps, min(25, math.ceil(args.sweep_rep_bytes / base["bytes"])))
             if sub != MPI.COMM_NULL:
                 scratch = Path(args.dir) / f"sweep-{edge}-{nranks}"
-                point = _point(sub, shape, args.reps, scratch, args.backend, serial=False)
+                point = _point(sub, shape, reps, scratch, args.backend, serial=False)
+                point["reps"] = reps
+                point["load"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
                 sub.Free()
             idle_barrier(comm)
             point = comm.bcast(point, root=0)

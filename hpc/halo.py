@@ -13,9 +13,11 @@ left untouched. Two message patterns:
 
 Two transports: ``p2p`` (persistent ``Send_init``/``Recv_init`` requests) and ``rma`` (one-sided
 ``Put`` into an MPI window over the receive buffer, synchronised by ``fence`` or by
-post-start-complete-wait, ``sync="pscw"``); RMA is what maps onto RDMA hardware. Pack buffers are
-allocated once; packing is done by kernels. Device arrays go to MPI directly when the MPI is
-CUDA-aware, else through pinned host buffers.
+post-start-complete-wait, ``sync="pscw"``); RMA is what maps onto RDMA hardware. With ``fence``
+the window holds two receive buffers used in turn, so one fence per phase both completes an
+exchange's puts and opens the next one's epoch (see :meth:`HaloExchange._complete`). Pack
+buffers are allocated once; packing is done by kernels. Device arrays go to MPI directly when
+the MPI is CUDA-aware, else through pinned host buffers.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class _Phase:
     window: MPI.Win | None = None
     remote: bool = False  # some rank sends in this phase (the same answer on every rank)
     group: MPI.Group | None = None
+    halves: list[tuple[Any, Any]] = field(default_factory=list)  # fence: (recv, recv_mpi) x 2
+    turn: int = 0  # fence: the half the current exchange's puts land in
 
 
 @dataclass
@@ -196,6 +200,8 @@ class HaloExchange:
                 else _pack.as3d(np.empty(self.array_shape, dtype=np.int8)).shape
             )
         self._check_widths()
+        # fence RMA receives into two buffers in turn (one fence an exchange), else one
+        self._turns = 2 if method == "rma" and sync == "fence" else 1
         self.phases = [self._classify(t) for t in self._plan_transfers()]
         self._allocate_buffers()
         if method == "p2p":
@@ -425,12 +431,12 @@ class HaloExchange:
         for ph, recv_n in zip(self.phases, self._recv_sizes, strict=True):
             ph.recv_size = recv_n
             send = be.empty(max(ph.send_size, 1), self.dtype)
-            recv = be.zeros(max(recv_n, 1), self.dtype)
+            recv = be.zeros(self._turns * max(recv_n, 1), self.dtype)
             self._send.append(send)
             self._recv.append(recv)
             if self._staged:
                 self._send_mpi.append(be.pinned_empty(max(ph.send_size, 1), self.dtype))
-                pinned = be.pinned_empty(max(recv_n, 1), self.dtype)
+                pinned = be.pinned_empty(self._turns * max(recv_n, 1), self.dtype)
                 pinned[...] = 0
                 self._recv_mpi.append(pinned)
             else:
@@ -472,6 +478,16 @@ class HaloExchange:
                     self._recv[p] = exposed
             ph.window = win
             ph.group = world_group.Incl(sorted({t.peer for t in ph.buffered}))
+            if self._turns == 2:
+                half = max(ph.recv_size, 1)
+                ph.halves = [
+                    (self._recv[p][k * half : (k + 1) * half],
+                     self._recv_mpi[p][k * half : (k + 1) * half])
+                    for k in range(2)
+                ]  # fmt: skip
+                self._recv[p], self._recv_mpi[p] = ph.halves[0]
+                if ph.remote:  # the epoch of the first exchange's puts (collective)
+                    win.Fence(MPI.MODE_NOPRECEDE)
         world_group.Free()
 
     # -- the exchange -------------------------------------------------------------------
@@ -568,14 +584,14 @@ class HaloExchange:
         else:
             self._pack_phase(p, a3)
             win = ph.window
-            if self.sync == "fence":
-                if ph.remote:
-                    win.Fence(MPI.MODE_NOPRECEDE)
+            shift = 0
+            if self.sync == "fence":  # the epoch is open since the last fence
+                shift = ph.turn * max(ph.recv_size, 1)
             elif bound.puts[p]:
                 win.Post(ph.group)
                 win.Start(ph.group)
             for view, peer, disp in bound.puts[p]:
-                win.Put(view, peer, disp)
+                win.Put(view, peer, disp + shift)
         if ph.self_copy:
             ph.self_copy(a3)  # overlaps with the messages in flight
 
@@ -586,7 +602,15 @@ class HaloExchange:
                 MPI.Prequest.Waitall(bound.every[p])
         elif self.sync == "fence":
             if ph.remote:
-                ph.window.Fence(MPI.MODE_NOSUCCEED)
+                # Completes this exchange's puts and opens the next one's epoch. The next puts
+                # go to the other half: a neighbour may still be unpacking this half, but it
+                # has passed this fence (so is done with the other half's last use) before
+                # anyone passes it.
+                ph.window.Fence(0)
+            self._recv[p], self._recv_mpi[p] = ph.halves[ph.turn]
+            self._unpack_phase(p, bound.a3)
+            ph.turn ^= 1
+            return
         elif bound.puts[p]:
             ph.window.Complete()
             ph.window.Wait()
@@ -670,6 +694,8 @@ class HaloExchange:
             for r in ph.requests:
                 r.Free()
             if ph.window is not None:
+                if self._turns == 2 and ph.remote:
+                    ph.window.Fence(MPI.MODE_NOSUCCEED)  # ends the epoch the last fence opened
                 ph.window.Free()
             if ph.group is not None:
                 ph.group.Free()

@@ -50,12 +50,20 @@ __all__ = [
 
 _CHUNK_BYTES = 4 << 20
 
-#: Arrays of at most this many bytes (8 per element for reads), given as a path on several
-#: ranks with MPI-IO, travel through rank 0 (a ``Gatherv`` and a serial write, a serial read and
-#: a ``Scatterv``, three synchronisations in all): below it the collective open, metadata and
-#: close of a parallel file cost more than moving the bytes. Measured on two ranks of one node:
-#: 1 MB 1.2 ms through rank 0 against 1.7 ms with MPI-IO, even at 2 MB, MPI-IO ahead at 4 MB.
-GATHER_BELOW = 2 << 20
+#: Arrays of at most this many bytes, counted at 8 per element (so that every rank takes the
+#: same path whatever its dtype), given as a path on several ranks with MPI-IO, travel through
+#: rank 0: a ``Gatherv`` (which also carries every rank's check of its array) and a serial write
+#: then one broadcast of the outcome; a serial read, a broadcast and a ``Scatterv``. Below it the
+#: collective open, metadata and close of a parallel file cost more than moving the bytes, and
+#: each of MPI-IO's many synchronisations waits for the rank a loaded node ran last. Measured on
+#: two ranks of one 2-core node under load (write and fsync, 8-20 repetitions): 16 MB best
+#: 28.4 ms through rank 0 against 27.7 ms with MPI-IO, median 40 ms against 53-81 ms; 64 MB
+#: MPI-IO ahead (best 71 ms against 120 ms).
+GATHER_BELOW = 16 << 20
+
+# Bytes ahead of each rank's block in the through-root gather: a status byte (0: the array fits
+# its block) and the dtype's ``str`` (at most 15 ASCII bytes, e.g. ``<c16``).
+_HEADER = 16
 
 
 def chunk_shape(
@@ -198,6 +206,10 @@ def write_array(
     comm = decomp._require_comm()
     error = _check_local(local, decomp)
     attrs = dict(attrs or {})
+    if math.prod(decomp.global_shape) * 8 <= GATHER_BELOW and _mpio_path(path_or_group, comm):
+        # every rank's check travels in the gather (one collective fewer)
+        _write_through_root(path_or_group, name, local, decomp, attrs, checksum, error)
+        return
     nbytes = math.prod(decomp.global_shape) * np.dtype(local.dtype).itemsize
     if comm.Get_size() > 1:  # one collective: every rank's check, rank 0's attrs and size
         mine = (error, attrs, nbytes) if comm.Get_rank() == 0 else (error, None, None)
@@ -207,9 +219,6 @@ def write_array(
     if error:
         raise StorageError(error, path=_describe(path_or_group), dataset=name, all_ranks=True)
     dtype = np.dtype(local.dtype)
-    if nbytes <= GATHER_BELOW and _mpio_path(path_or_group, comm):
-        _write_through_root(path_or_group, name, local, decomp, attrs, checksum, nbytes)
-        return
     with as_target(path_or_group, "a", comm, reserve=nbytes) as target:
         faults.inject("write", target.path, target.rank)
         if target.kind == "gather":
@@ -423,62 +432,115 @@ def _write_through_root(
     decomp: CartDecomposition,
     attrs: Mapping[str, Any],
     checksum: bool,
-    nbytes: int,
+    error: str | None,
 ) -> None:
     """Collective. :func:`write_array` of a small array to a path: the blocks are gathered to
-    rank 0 (``Gatherv``), which alone opens, writes and closes the file (serial HDF5), then
-    broadcasts the outcome. Three synchronisations in all (the caller's check, the gather, the
-    outcome) instead of the collective open, create, transfer and close of a parallel file.
+    rank 0 (``Gatherv``), each behind a header with its rank's check (``error``) and dtype;
+    rank 0 alone opens, writes and closes the file (serial HDF5), then broadcasts the outcome.
+    Two synchronisations in all instead of the collective open, create, transfer and close of
+    a parallel file.
 
-    Every rank returns once the file is closed, or raises the same :class:`StorageError` (a
-    missing or read-only directory, no space, a failed write or close); an unforeseen error of
-    one rank ends the job, as inside a collective transfer."""
+    Every rank returns once the file is closed, or raises the same :class:`StorageError`: a
+    rank's array that does not fit its block or dtypes that differ between ranks (before the
+    file is touched), a missing or read-only directory, no space, a failed write or close. An
+    unforeseen error of one rank ends the job, as inside a collective transfer."""
     comm = decomp._require_comm()
     rank = comm.Get_rank()
     what = f"collective I/O on {str(path)!r}"
     decomp.backend  # noqa: B018 - on every rank: its first use is collective
-    failure: StorageError | None = None
+    outcome: Any = None
     try:
         faults.inject("write", path, rank)
-        parts = _gather_blocks(decomp, local)
+        parts, checked = _gather_blocks(decomp, local, error)
         if rank == 0:
-            failure = _store(Path(path), name, decomp, parts, attrs, checksum, nbytes)
+            outcome = checked
+            if checked is None:
+                outcome = _store(Path(path), name, decomp, parts, attrs, checksum)
+            elif checked != "check":
+                outcome = StorageError(checked, path=_describe(path), dataset=name)
     except BaseException as exc:
         abort_unless_agreed(comm, what, exc)
         raise
-    failure = comm.bcast(failure, root=0)
-    if failure:
-        failure.all_ranks = True
-        raise failure
+    outcome = comm.bcast(outcome, root=0)
+    if outcome == "check":  # some rank's array does not fit: every rank learns the first one
+        message = _agree(comm, error)
+        raise StorageError(message, path=_describe(path), dataset=name, all_ranks=True)
+    if outcome:
+        outcome.all_ranks = True
+        raise outcome
 
 
-def _gather_blocks(decomp: CartDecomposition, local: Any) -> list[tuple[Any, ...]] | None:
+def _header(error: str | None, dtype: np.dtype) -> np.ndarray:
+    head = np.zeros(_HEADER, dtype=np.uint8)
+    head[0] = error is not None
+    tag = dtype.str.encode("ascii")[: _HEADER - 1]
+    head[1 : 1 + len(tag)] = np.frombuffer(tag, dtype=np.uint8)
+    return head
+
+
+def _gather_blocks(
+    decomp: CartDecomposition, local: Any, error: str | None
+) -> tuple[list[tuple[Any, ...]] | None, Any]:
     """Collective. On rank 0, ``(memory, mem_start, start, count)`` of every rank's owned block
-    (None elsewhere): rank 0's own straight from its local array (no copy), the others' as
-    raw bytes received by one ``Gatherv`` (any dtype, bit for bit)."""
+    and what the headers say (None elsewhere). Rank 0's own block is used straight from its
+    local array (no copy); the others' arrive as raw bytes (any dtype, bit for bit) behind a
+    header of ``_HEADER`` bytes, all in one ``Gatherv``.
+
+    What the headers say: None when every array fits its block with rank 0's dtype; ``"check"``
+    when a rank's does not (its block is sent as zeros: the counts still match); else a message
+    naming the first rank whose dtype differs from rank 0's."""
     comm = decomp._require_comm()
     dtype = np.dtype(local.dtype)
     blocks, counts = _counts_bytes(decomp, dtype.itemsize)
-    counts[0] = 0  # rank 0 writes its block from where it is
     if comm.Get_rank() != 0:
-        mine = np.ascontiguousarray(to_host(decomp.interior(local)))
-        comm.Gatherv(mine.reshape(-1).view(np.uint8), None, root=0)
-        return None
-    flat = np.empty(sum(counts), dtype=np.uint8)
-    comm.Gatherv(np.empty(0, np.uint8), (flat, counts), root=0)
+        mine = counts[comm.Get_rank()]
+        send = np.empty(_HEADER + mine, dtype=np.uint8)
+        send[:_HEADER] = _header(error, dtype)
+        if error is None and mine:
+            body = send[_HEADER:].view(dtype).reshape(decomp.local_shape)
+            body[...] = to_host(decomp.interior(local))
+        else:
+            send[_HEADER:] = 0
+        comm.Gatherv(send, None, root=0)
+        return None, None
+    sizes = [0] + [_HEADER + n for n in counts[1:]]  # rank 0 writes its block from where it is
+    flat = np.empty(sum(sizes), dtype=np.uint8)
+    comm.Gatherv(np.empty(0, np.uint8), (flat, sizes), root=0)
     ndim = decomp.ndim
-    if is_device_array(local) or not local.flags.c_contiguous:
-        own = np.ascontiguousarray(to_host(decomp.interior(local)))
-        parts = [(own, (0,) * ndim, decomp.offset, decomp.local_shape)]
-    else:
-        parts = [(local, (decomp.halo,) * ndim, decomp.offset, decomp.local_shape)]
+    own = _header(error, dtype)
+    checked: Any = "check" if error else None
+    parts: list[tuple[Any, ...]] = []
     begin = 0
-    for block, n in zip(blocks[1:], counts[1:], strict=True):
+    for r, (block, n) in enumerate(zip(blocks[1:], sizes[1:], strict=True), start=1):
+        head = flat[begin : begin + _HEADER]
+        if checked is None and head[0]:
+            checked = "check"
+        elif checked is None and bytes(head[1:]) != bytes(own[1:]):
+            theirs = bytes(head[1:]).rstrip(b"\0").decode("ascii", "replace")
+            checked = (
+                f"rank {r}: dtype {np.dtype(theirs) if _known(theirs) else theirs} differs "
+                f"from rank 0's {dtype}: every rank must write the same dtype"
+            )
         count = tuple(s.stop - s.start for s in block)
-        memory = flat[begin : begin + n].view(dtype).reshape(count)
+        memory = flat[begin + _HEADER : begin + n].view(dtype).reshape(count)
         parts.append((memory, (0,) * ndim, tuple(s.start for s in block), count))
         begin += n
-    return parts
+    if checked is not None:
+        return None, checked
+    if is_device_array(local) or not local.flags.c_contiguous:
+        first = np.ascontiguousarray(to_host(decomp.interior(local)))
+        parts.insert(0, (first, (0,) * ndim, decomp.offset, decomp.local_shape))
+    else:
+        parts.insert(0, (local, (decomp.halo,) * ndim, decomp.offset, decomp.local_shape))
+    return parts, None
+
+
+def _known(text: str) -> bool:
+    try:
+        np.dtype(text)
+    except TypeError:
+        return False
+    return True
 
 
 def _store(
@@ -488,12 +550,12 @@ def _store(
     parts: list[tuple[Any, ...]] | None,
     attrs: Mapping[str, Any],
     checksum: bool,
-    nbytes: int,
 ) -> StorageError | None:
     """Local (rank 0). Write the blocks ``parts`` (:func:`_gather_blocks`) as dataset ``name``
     of ``path`` (appended to, created if missing); the file-system error met, if any, as a
     :class:`StorageError`."""
     assert parts is not None
+    nbytes = math.prod(decomp.global_shape) * parts[0][0].dtype.itemsize
     operation = "opening for writing"
     try:
         _probe_writable(path, 0)
