@@ -19,6 +19,7 @@ from hpc.comm import resolve_comm
 from . import strings
 from .errors import SQLError
 from .logical.types import SQLType
+from .statistics import memory_ranges, parquet_range, parquet_value_bytes
 from .table import Column, Table, merge_dictionaries, read_parquet
 
 __all__ = ["Catalog"]
@@ -84,7 +85,10 @@ class Catalog:
         self._kinds: dict[str, dict[str, str]] = {}
         self._rows: dict[str, int] = {}
         self._types: dict[str, dict[str, SQLType]] = {}  # where the kinds say too little
-        self._bounds: dict[tuple[str, ...], int] = {}  # distinct_bound's, distinct_estimate's
+        self._bounds: dict[tuple[str, ...], Any] = {}  # distinct_bound's, value_range's, ...
+        # an in-memory table's column ranges over all ranks (read when registered, so that
+        # every rank's optimizer sees the same figures)
+        self._ranges: dict[str, dict[str, tuple[float, float]]] = {}
         # what :meth:`version` watches: a Parquet table's folder (None for one file) and the
         # files' stamps when their metadata was read; an HDF5 file's stamp
         self._folders: dict[str, Path | None] = {}
@@ -168,6 +172,7 @@ class Catalog:
         comm = resolve_comm(comm)
         merge_dictionaries(table, comm)
         self._memory[name] = table.materialised()
+        self._ranges[name] = memory_ranges(self._memory[name].columns, comm)
         self._kinds[name] = {n: c.kind for n, c in table.columns.items()}
         self._types.pop(name, None)
         self._bounds = {k: v for k, v in self._bounds.items() if k[0] != name}
@@ -191,6 +196,7 @@ class Catalog:
         for name in self.tables:
             table = self.load(name, self.columns(name), comm)  # dictionaries already merged
             out._memory[name] = table_on(backend, table.materialised())
+            out._ranges[name] = memory_ranges(out._memory[name].columns, comm)
             out._kinds[name] = dict(self._kinds[name])
             out._rows[name] = self._rows[name]
             if name in self._types:
@@ -252,6 +258,7 @@ class Catalog:
 
     def _forget(self, name: str) -> None:
         self._parquet.pop(name, None)
+        self._ranges.pop(name, None)
         self._hdf5.pop(name, None)
         self._kinds.pop(name, None)
         self._rows.pop(name, None)
@@ -328,12 +335,42 @@ class Catalog:
         entries = max(len(c.dictionary) for c in values.chunks)
         return max(1, entries) if 2 * entries <= len(values) else None
 
+    def value_range(self, name: str, column: str) -> tuple[float, float] | None:
+        """``(min, max)`` of a numeric or date column (dates as days since 1970-01-01) over
+        all ranks, from Parquet's row-group statistics or the values held in memory; None
+        where unknown. Not collective: the same on every rank."""
+        if self._kinds.get(name, {}).get(column) not in ("int", "date", "float"):
+            return None
+        if name in self._memory:
+            return self._ranges.get(name, {}).get(column)
+        key = (name, column, "range")
+        if key not in self._bounds:
+            files = self._parquet.get(name)
+            self._bounds[key] = parquet_range(files, column) if files else None
+        return self._bounds[key]
+
+    def value_bytes(self, name: str, column: str) -> float:
+        """Bytes a row of ``column`` takes in memory, about: the value's width, or for a
+        string column its Parquet bytes per row (plain: the length and 4; dictionary-encoded:
+        the index and a share of the dictionary), 16 where unknown."""
+        kind = self._kinds.get(name, {}).get(column)
+        if kind != "string":
+            return {"bool": 1.0, "date": 4.0}.get(kind or "", 8.0)
+        if name in self._memory:
+            return float(self._memory[name][column].values.dtype.itemsize)
+        key = (name, column, "bytes")
+        if key not in self._bounds:
+            files = self._parquet.get(name)
+            found = parquet_value_bytes(files, column) if files else None
+            self._bounds[key] = max(4.0, found) if found is not None else 16.0
+        return self._bounds[key]
+
     def _value_span(self, name: str, column: str) -> int | None:
         if self._kinds.get(name, {}).get(column) not in ("int", "date"):
             return None
         if name in self._memory:
-            v = self._memory[name][column].values
-            return int(v.max()) - int(v.min()) + 1 if len(v) else 1
+            found = self._ranges.get(name, {}).get(column)
+            return 1 if found is None else int(found[1]) - int(found[0]) + 1
         if name not in self._parquet:
             return None
         import pyarrow.parquet as pq
@@ -354,17 +391,20 @@ class Catalog:
         return None if lo is None else hi - lo + 1
 
     def load(self, name: str, columns: list[str], comm: Any = None,
-             unsorted: Collection[str] = ()) -> Table:
+             unsorted: Collection[str] = (), where: Any = None) -> Table:
         """Collective. This rank's rows of table ``name`` (only ``columns``). String columns
         in ``unsorted`` may come back with raw :class:`~.strings.Entries` dictionaries (from
-        Parquet), for per-entry predicates only."""
+        Parquet), for per-entry predicates only. ``where``: a condition over the table's
+        column names that only the rows wanted satisfy: Parquet row groups whose statistics
+        rule it out are not read (others may still hold rows that fail it)."""
         comm = resolve_comm(comm)
         if name in self._memory:
             t = self._memory[name]
             return Table({c: t[c] for c in columns}) if columns else _rows_only(t)
         if name in self._parquet:
             want = columns or self.columns(name)[:1]
-            parts = [read_parquet(str(f), want, comm, unsorted) for f in self._parquet[name]]
+            parts = [read_parquet(str(f), want, comm, unsorted, where)
+                     for f in self._parquet[name]]
             table = parts[0] if len(parts) == 1 else _concat(parts, comm)
             return table if columns else _rows_only(table)
         return self._load_hdf5(name, columns, comm)
@@ -400,25 +440,27 @@ class ScanCache:
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
-        self._columns: dict[tuple[str, str], Column] = {}
+        self._columns: dict[tuple[str, str, Any], Column] = {}  # table, column, where
         # derived and WITH tables computed whole, by their SQL and the WITH tables in scope:
         # one used twice (TPC-H Q15's revenue0) runs once
         self.derived: dict[Any, Table] = {}
 
     def load(self, name: str, columns: list[str], comm: Any = None,
-             unsorted: Collection[str] = ()) -> Table:
+             unsorted: Collection[str] = (), where: Any = None) -> Table:
         """Collective. As :meth:`Catalog.load` (every rank reads the same columns, since
-        every rank runs the same plan)."""
+        every rank runs the same plan); columns read under another ``where`` are other rows,
+        kept apart."""
         if not columns:
-            return self.catalog.load(name, columns, comm)
-        missing = [c for c in columns if not self._has(name, c, c in unsorted)]
+            return self.catalog.load(name, columns, comm, where=where)
+        missing = [c for c in columns if not self._has(name, c, c in unsorted, where)]
         if missing:
-            table = self.catalog.load(name, missing, comm, [c for c in missing if c in unsorted])
-            self._columns.update({(name, c): table[c] for c in missing})
-        return Table({c: self._columns[(name, c)] for c in columns})
+            table = self.catalog.load(name, missing, comm, [c for c in missing if c in unsorted],
+                                      where)
+            self._columns.update({(name, c, where): table[c] for c in missing})
+        return Table({c: self._columns[(name, c, where)] for c in columns})
 
-    def _has(self, name: str, column: str, unsorted: bool) -> bool:
-        hit = self._columns.get((name, column))
+    def _has(self, name: str, column: str, unsorted: bool, where: Any) -> bool:
+        hit = self._columns.get((name, column, where))
         return hit is not None and (unsorted or not hit.raw)
 
 

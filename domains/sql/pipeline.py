@@ -42,6 +42,7 @@ from .optimizer.raw_strings import raw_strings
 from .optimizer.reduce_groups import reduce_groups
 from .optimizer.semi_joins import semi_to_inner
 from .optimizer.simplify import simplify
+from .optimizer.zone_maps import zone_maps
 from .table import Table
 
 __all__ = ["logical_plan", "physical_plan", "run", "explain"]
@@ -111,14 +112,14 @@ def _optimized(sql: str, catalog: Catalog) -> P.Node:
         plan = bind(sql, catalog.types())
     plan = semi_to_inner(push_filters(simplify(plan)))
     plan = eager_aggregates(reduce_groups(order_joins(plan, catalog), catalog), catalog)
-    return raw_strings(prune_columns(plan))
+    return zone_maps(raw_strings(prune_columns(plan)))
 
 
 def physical_plan(sql: str, catalog: Catalog, ranks: int,
                   broadcast_rows: int = BROADCAST_ROWS) -> P.Node:
     """The plan with the exchanges ``ranks`` ranks need; cached (see above)."""
     return _cached(catalog, (sql, ranks, broadcast_rows), lambda: distribute(
-        logical_plan(sql, catalog), catalog.num_rows, ranks, broadcast_rows))
+        logical_plan(sql, catalog), catalog.num_rows, ranks, broadcast_rows, catalog))
 
 
 def run(sql: str, catalog: Catalog, comm: Any = None,
@@ -138,7 +139,7 @@ def run_logical(plan: P.Node, catalog: Catalog, comm: Any = None,
     from .physical.executor import Executor
 
     comm = resolve_comm(comm)
-    physical = distribute(plan, catalog.num_rows, comm.Get_size(), broadcast_rows)
+    physical = distribute(plan, catalog.num_rows, comm.Get_size(), broadcast_rows, catalog)
     return Executor(catalog, comm, backend=backend).run(physical)
 
 

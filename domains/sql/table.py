@@ -9,7 +9,7 @@ strings; nulls as a boolean validity mask (``valid``, None when there are none).
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -507,12 +507,14 @@ def _decimal_to_float(chunks: list[Any], n: int, scale: int | None = None) -> np
 
 
 def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
-                 unsorted: Collection[str] = ()) -> Table:
+                 unsorted: Collection[str] = (), where: Any = None) -> Table:
     """Collective. This rank's part of a Parquet file: whole row groups when there are at
     least as many as ranks (contiguous runs, balanced by rows), else a contiguous row range.
     String dictionaries are merged over the ranks (buffer-based), so codes mean the same
     string everywhere and can be shuffled; those of the ``unsorted`` string columns stay
-    this rank's raw :class:`~.strings.Entries` (see :meth:`Table.from_arrow`)."""
+    this rank's raw :class:`~.strings.Entries` (see :meth:`Table.from_arrow`). ``where``
+    (an expression over the file's column names): only the row groups whose statistics
+    allow it are read (:func:`~.statistics.groups_may_match`)."""
 
     from hpc.comm import resolve_comm
 
@@ -531,21 +533,31 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
         missing = [c for c in columns if c not in pf.schema_arrow.names]
         if missing:
             raise KeyError(f"{path}: no column(s) {missing}; columns: {pf.schema_arrow.names}")
-    with serial_below(pf.metadata.num_rows // size):  # a small table's kernels: one thread
-        return _read_part(mapped, pf, dictionaries, columns, unsorted, comm)
+    every = range(pf.metadata.num_row_groups)
+    if where is None:
+        kept = list(every)
+    else:
+        from .statistics import groups_may_match
+
+        kept = groups_may_match(meta, where, mapped.zones)
+    rows = sum(pf.metadata.row_group(g).num_rows for g in kept)
+    with serial_below(rows // size):  # a small table's kernels: one thread
+        return _read_part(mapped, pf, dictionaries, columns, unsorted, comm, kept)
 
 
 def _read_part(mapped: _MappedFile, pf: Any, dictionaries: list[str],
-               columns: list[str] | None, unsorted: Collection[str], comm: Any) -> Table:
-    """:func:`read_parquet`'s rows of this rank, strings merged over the ranks."""
+               columns: list[str] | None, unsorted: Collection[str], comm: Any,
+               kept: list[int]) -> Table:
+    """:func:`read_parquet`'s rows of this rank from the row groups ``kept``, strings merged
+    over the ranks."""
     size, rank = comm.Get_size(), comm.Get_rank()
-    groups = pf.metadata.num_row_groups
+    groups = len(kept)
     if groups >= size:
-        rows = np.array([pf.metadata.row_group(g).num_rows for g in range(groups)])
+        rows = np.array([pf.metadata.row_group(g).num_rows for g in kept])
         cut = np.searchsorted(np.cumsum(rows), np.arange(1, size) * rows.sum() / size)
         bounds = np.concatenate([[0], np.minimum(cut + 1, groups), [groups]])
         bounds = np.maximum.accumulate(bounds)
-        mine = list(range(int(bounds[rank]), int(bounds[rank + 1])))
+        mine = kept[int(bounds[rank]):int(bounds[rank + 1])]
         if mine:
             arrow = _read_groups(mapped, dictionaries, mine, columns or pf.schema_arrow.names)
         else:
@@ -553,9 +565,16 @@ def _read_part(mapped: _MappedFile, pf: Any, dictionaries: list[str],
         if columns is not None and not mine:
             arrow = arrow.select(columns)
     else:
-        n = pf.metadata.num_rows
+        if groups == pf.metadata.num_row_groups:
+            arrow = pf.read(columns=columns)
+        elif groups:
+            arrow = pf.read_row_groups(kept, columns=columns)
+        else:
+            arrow = pf.schema_arrow.empty_table()
+            arrow = arrow if columns is None else arrow.select(columns)
+        n = arrow.num_rows
         lo, hi = rank * n // size, (rank + 1) * n // size
-        arrow = pf.read(columns=columns).slice(lo, hi - lo)
+        arrow = arrow.slice(lo, hi - lo)
     return merge_dictionaries(Table.from_arrow(arrow, unsorted, mapped.scales), comm)
 
 
@@ -580,6 +599,7 @@ class _MappedFile:
     meta: Any
     reading: Any
     scales: dict[str, int]
+    zones: dict[str, Any] = field(default_factory=dict, compare=False)  # statistics once read
 
     def open(self, dictionaries: list[str]) -> Any:
         """A new ``pyarrow.parquet.ParquetFile`` reading the mapped file (string columns

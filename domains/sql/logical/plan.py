@@ -82,12 +82,16 @@ class _Unary(Node):
 class Scan(Node):
     """Table ``table`` of the catalog under ``alias``: ``columns`` are (output name, column of
     the table, type); ``raw``: string columns read with their file's dictionaries as they
-    are (unsorted, with repeats: only per-entry predicates may read them)."""
+    are (unsorted, with repeats: only per-entry predicates may read them); ``prune``: a
+    condition over the output names that every row the plan keeps satisfies (the filter
+    above, which still runs), by which row groups whose statistics rule it out are skipped
+    (:mod:`~..optimizer.zone_maps`)."""
 
     table: str
     alias: str
     columns: tuple[tuple[str, str, SQLType], ...]
     raw: tuple[str, ...] = ()
+    prune: Expr | None = None
 
     @cached_property
     def schema(self) -> tuple[Field, ...]:
@@ -96,7 +100,8 @@ class Scan(Node):
     def describe(self) -> str:
         cols = ", ".join(source + (" (raw)" if source in self.raw else "")
                          for _, source, _ in self.columns)
-        return f"Scan {self.table} AS {self.alias} [{cols}]"
+        pruned = "" if self.prune is None else f" row groups by {self.prune}"
+        return f"Scan {self.table} AS {self.alias} [{cols}]{pruned}"
 
 
 @hashed_once

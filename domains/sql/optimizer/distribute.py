@@ -28,6 +28,8 @@ from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.logical.partial import COMBINING, combines
 
+from .cardinality import Cardinality
+
 __all__ = ["distribute", "estimate", "equi_keys", "BROADCAST_ROWS"]
 
 BROADCAST_ROWS = 100_000  # a join side estimated at most this many rows is broadcast
@@ -92,13 +94,54 @@ def equi_keys(join: P.Join, null_safe: list[bool] | None = None
     return lk, rk, rest
 
 
+class _Sizes:
+    """How many rows nodes are expected to produce, and whether a join side is worth
+    broadcasting.
+
+    Without statistics: a side of at most ``limit`` rows, or a quarter of the other side's,
+    by the fixed estimates. With the catalog's statistics
+    (:class:`~.cardinality.Cardinality`): a side of at most ``limit`` rows or a quarter of
+    the other side's rows or bytes, and only where the bytes it sends to the other ranks are
+    at most twice the other side's (a hash partitioning moves each side's rows once, but
+    hashes and scatters every row of both, and waits for both sides to finish).
+    """
+
+    def __init__(self, plan: P.Node, rows_of: Callable[[str], int], ranks: int, limit: int,
+                 catalog: object | None) -> None:
+        self.rows_of, self.ranks, self.limit = rows_of, ranks, limit
+        self.cards = None if catalog is None else Cardinality(catalog, plan)
+
+    def rows(self, node: P.Node) -> float:
+        return estimate(node, self.rows_of) if self.cards is None else self.cards.rows(node)
+
+    def small(self, side: P.Node, other: P.Node) -> bool:
+        """Whether broadcasting ``side`` beats partitioning both sides."""
+        if self.limit <= 0:
+            return False
+        rows, others = self.rows(side), self.rows(other)
+        if self.cards is None:
+            return rows <= self.limit or rows * 4 <= others
+        sent, kept = self.cards.bytes(side), self.cards.bytes(other)
+        if not (rows <= self.limit or rows * 4 <= others or sent * 4 <= kept):
+            return False
+        return sent * (self.ranks - 1) <= 2 * kept
+
+    def smaller(self, side: P.Node, other: P.Node) -> bool:
+        if self.cards is None:
+            return self.rows(side) < self.rows(other)
+        return self.cards.bytes(side) < self.cards.bytes(other)
+
+
 def distribute(plan: P.Node, rows_of: Callable[[str], int], ranks: int,
-               broadcast_rows: int = BROADCAST_ROWS) -> P.Node:
+               broadcast_rows: int = BROADCAST_ROWS, catalog: object | None = None) -> P.Node:
     """``plan`` with the Exchange nodes ``ranks`` ranks need (none for one rank); a join side
-    estimated at most ``broadcast_rows`` rows is broadcast (0: only where a join needs it)."""
+    estimated at most ``broadcast_rows`` rows (or a quarter of the other side's) may be
+    broadcast (0: only where a join needs it). With ``catalog``, its statistics estimate the
+    rows (filters by value ranges, joins by key counts) and a side is broadcast only where
+    that moves fewer bytes than partitioning both sides."""
     if ranks == 1:
         return plan
-    return _place(plan, rows_of, broadcast_rows)[0]
+    return _place(plan, _Sizes(plan, rows_of, ranks, broadcast_rows, catalog))[0]
 
 
 def _two_phase(node: P.Aggregate, child: P.Node) -> tuple[P.Node, str]:
@@ -126,18 +169,17 @@ def _gather(node: P.Node, placement: str) -> P.Node:
     return node if placement == "root" else P.Exchange(node, "gather")
 
 
-def _place(node: P.Node, rows_of: Callable[[str], int],
-           limit: int) -> tuple[P.Node, str]:
+def _place(node: P.Node, sizes: _Sizes) -> tuple[P.Node, str]:
     """``node`` with its exchanges, and where its rows are."""
     if isinstance(node, P.Scan):
         return node, "spread"
     if isinstance(node, P.Values):
         return node, "root"
     if isinstance(node, P.Join):
-        return _place_join(node, rows_of, limit)
+        return _place_join(node, sizes)
     if isinstance(node, P.SetOp):
-        return _place_set(node, rows_of, limit)
-    child, where = _place(node.inputs[0], rows_of, limit)
+        return _place_set(node, sizes)
+    child, where = _place(node.inputs[0], sizes)
     if isinstance(node, P.Filter | P.Project):
         return node.with_inputs((child,)), where
     if isinstance(node, P.Aggregate):
@@ -166,7 +208,7 @@ def _place(node: P.Node, rows_of: Callable[[str], int],
         how = "partition" if node.partition else "range"
         return node.with_inputs((P.Exchange(child, how, node.partition, order),)), "spread"
     if isinstance(node, P.Sort):
-        if where == "spread" and estimate(child, rows_of) > limit:  # a distributed sort:
+        if where == "spread" and sizes.rows(child) > sizes.limit:  # a distributed sort:
             # ranges of the keys per rank, each sorted there; a gather keeps rank order
             return node.with_inputs((P.Exchange(child, "range", (), node.keys),)), "spread"
         return node.with_inputs((_gather(child, where),)), "root"
@@ -186,10 +228,9 @@ def _place(node: P.Node, rows_of: Callable[[str], int],
     raise TypeError(f"distribute: unknown node {type(node).__name__}")
 
 
-def _place_set(node: P.SetOp, rows_of: Callable[[str], int],
-               limit: int) -> tuple[P.Node, str]:
+def _place_set(node: P.SetOp, sizes: _Sizes) -> tuple[P.Node, str]:
     """UNION ALL concatenates where the rows are; the others meet equal rows on one rank."""
-    (left, lw), (right, rw) = (_place(c, rows_of, limit) for c in node.inputs)
+    (left, lw), (right, rw) = (_place(c, sizes) for c in node.inputs)
     if lw == rw == "root":
         return node.with_inputs((left, right)), "root"
     if node.kind == "union" and node.all:
@@ -199,24 +240,22 @@ def _place_set(node: P.SetOp, rows_of: Callable[[str], int],
     return node.with_inputs(sides), "spread"
 
 
-def _place_join(node: P.Join, rows_of: Callable[[str], int],
-                limit: int) -> tuple[P.Node, str]:
-    left, lwhere = _place(node.left, rows_of, limit)
-    right, rwhere = _place(node.right, rows_of, limit)
+def _place_join(node: P.Join, sizes: _Sizes) -> tuple[P.Node, str]:
+    left, lwhere = _place(node.left, sizes)
+    right, rwhere = _place(node.right, sizes)
     if lwhere == "root" and rwhere == "root":
         return node.with_inputs((left, right)), "root"
     lk, rk, _ = equi_keys(node, [])  # NULLs hash alike: null-safe keys partition too
-    lrows, rrows = estimate(node.left, rows_of), estimate(node.right, rows_of)
     kind = node.kind
     if kind == "full" and not lk:  # no key to meet on: everything on rank 0
         return node.with_inputs((_gather(left, lwhere), _gather(right, rwhere))), "root"
-    small_right = limit > 0 and (rrows <= limit or rrows * 4 <= lrows)
-    small_left = limit > 0 and (lrows <= limit or lrows * 4 <= rrows)
+    small_right = sizes.small(node.right, node.left)
+    small_left = sizes.small(node.left, node.right)
     if kind != "full" and (node.null_aware or not lk) and kind != "right":
         return node.with_inputs((left, P.Exchange(right, "broadcast"))), lwhere
     if kind == "right" and (not lk or small_left):
         return node.with_inputs((P.Exchange(left, "broadcast"), right)), rwhere
-    if kind == "inner" and small_left and lrows < rrows:
+    if kind == "inner" and small_left and sizes.smaller(node.left, node.right):
         return node.with_inputs((P.Exchange(left, "broadcast"), right)), rwhere
     if kind not in ("full", "right") and small_right:
         return node.with_inputs((left, P.Exchange(right, "broadcast"))), lwhere

@@ -323,9 +323,13 @@ class Executor:
     # -- leaves -----------------------------------------------------------------------------
     def _scan(self, node: P.Scan) -> Side:
         sources = [source for _, source, _ in node.columns]
+        renamed = {name: source for name, source, _ in node.columns}
         device = self.backend.is_gpu  # strings settled and decimals converted on the host
+        where = None if node.prune is None else E.transform(  # over the table's names
+            node.prune, lambda e: E.Ref(renamed[e.name], e.type)
+            if isinstance(e, E.Ref) and e.name in renamed else None)
         table = self.scans.load(node.table, sources, self.comm,
-                                unsorted=() if device else node.raw)
+                                unsorted=() if device else node.raw, where=where)
         cols = {}
         for (name, source, t) in node.columns:
             raw = table[source]
