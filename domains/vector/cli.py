@@ -188,7 +188,7 @@ def _build(args: argparse.Namespace) -> int:
             )
         job.finish(**figures, extra={"index": args.kind, "build_seconds": seconds})
         with atomic_output(args.out) as tmp:
-            index.save(tmp)
+            index._save_into(tmp)  # one temporary (the one a rerun's cleanup finds)
             job.write_record(str(tmp), group=None)  # index files hold datasets only
         job.write(f"{index!r}: built in {seconds:.2f} s, saved to {args.out}")
     return 0

@@ -333,6 +333,7 @@ def test_bench_knn_sweep_reports_every_point_and_the_worst(capsys):
     assert worst["ratio"] == min(r["ratio"] for r in rows)
     assert {"dim", "n", "case", "k", "nq", "ours_qps", "faiss_qps"} <= set(worst)
     assert all(r["m"] == 4 for r in rows if r["case"] == "ivfpq")  # sub-vectors of 2
+    assert all(isinstance(r["load"], float) for r in rows)  # the load each was timed at
     assert "ratio" in capsys.readouterr().out
 
 
