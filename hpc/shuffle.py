@@ -4,27 +4,44 @@ Rows go to the rank named by ``dest``: counts first (``Alltoall``), then one ``A
 column on raw buffers (no pickling). Rows keep their order within each (source, destination)
 pair and arrive ordered by source rank, so the result is deterministic. Device (CuPy) columns
 are staged through host memory unless the MPI is CUDA-aware, as for the halo exchange.
+
+Host rows are grouped by destination with a counting sort (:func:`group_by_destination`): a
+histogram of destinations per chunk of rows, prefix sums, then a scatter of row numbers, both
+passes threaded over chunks. It is linear, needs no comparison, and gives the permutation of a
+stable sort by destination.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numba
 import numpy as np
 from mpi4py import MPI
+from numba import njit, prange
 
 from .backend import array_module, to_host
 from .comm import cuda_aware_mpi, resolve_comm
 
-__all__ = ["shuffle", "hash_partition"]
+__all__ = ["shuffle", "hash_partition", "group_by_destination"]
 
 
 def hash_partition(keys: Any, nparts: int) -> Any:
     """Destination ``0 .. nparts - 1`` of each integer key: a multiplicative (Fibonacci) hash,
     so consecutive keys spread evenly and the same key goes to the same part everywhere."""
     xp = _xp(keys)
+    if xp is np:
+        k = np.asarray(keys)
+        if k.ndim == 1 and k.dtype.kind in "iu" and 1 <= nparts < 1 << 32:
+            # one threaded pass instead of NumPy's five (cast, multiply, shift, modulo, cast)
+            out = np.empty(k.shape[0], dtype=np.int64)
+            if k.shape[0] <= _CHUNK_ROWS:
+                _hash_rows(k, 0, k.shape[0], nparts, out)
+            else:
+                _hash_chunks(k, _CHUNK_ROWS, nparts, out)
+            return out
     k = xp.asarray(keys).astype(xp.uint64, copy=False)
-    h = (k * xp.uint64(0x9E3779B97F4A7C15)) >> xp.uint64(32)
+    h = (k * xp.uint64(_FIBONACCI)) >> xp.uint64(32)
     return (h % xp.uint64(nparts)).astype(xp.int64)
 
 
@@ -54,17 +71,29 @@ def shuffle(columns: dict[str, Any], dest: Any, comm: Any = None) -> dict[str, A
     for name, col in columns.items():
         if col.ndim != 1 or col.shape[0] != n:
             problem = f"column {name!r}: shape {col.shape}, expected ({n},)"
-    if problem is None and n and (int(dest.min()) < 0 or int(dest.max()) >= size):
-        problem = f"dest: ranks must lie in [0, {size}), got {int(dest.min())}..{int(dest.max())}"
+    counts = None
+    if problem is None and n:
+        if xp is np:  # the counting sort's histogram finds destinations out of range
+            counts, bad = _histogram(dest, size)
+        else:
+            bad = int(dest.min()) < 0 or int(dest.max()) >= size
+        if bad:
+            lo, hi = int(dest.min()), int(dest.max())
+            problem = f"dest: ranks must lie in [0, {size}), got {lo}..{hi}"
     # agreed on every rank first, so a bad call raises everywhere instead of hanging
     problems = [p for p in comm.allgather(problem) if p]
     if problems:
         raise ValueError(problems[0] if problem is None else problem)
-    # rows grouped by destination, order kept; as int16 (under 2**15 ranks) NumPy's stable
-    # sort is a linear radix sort instead of a merge sort of int64 (5M rows: 368 -> 99 ms)
-    narrow = dest.astype(xp.int16) if size <= 1 << 15 else dest
-    order = xp.argsort(narrow, kind="stable")
-    send_counts = np.asarray(_host(xp.bincount(dest, minlength=size)), dtype=np.int64)
+    if xp is np:
+        if counts is None:
+            counts, _ = _histogram(dest, size)
+        order, send_counts = _scatter(dest, counts)
+    else:
+        # rows grouped by destination, order kept; as int16 (under 2**15 ranks) the stable
+        # sort is a linear radix sort instead of a merge sort of int64
+        narrow = dest.astype(xp.int16) if size <= 1 << 15 else dest
+        order = xp.argsort(narrow, kind="stable")
+        send_counts = np.asarray(_host(xp.bincount(dest, minlength=size)), dtype=np.int64)
     recv_counts = np.empty(size, dtype=np.int64)
     comm.Alltoall(send_counts, recv_counts)
     send_displ = np.concatenate([[0], np.cumsum(send_counts)[:-1]])
@@ -74,7 +103,7 @@ def shuffle(columns: dict[str, Any], dest: Any, comm: Any = None) -> dict[str, A
     direct = not device or cuda_aware_mpi()
     out: dict[str, Any] = {}
     for name, col in columns.items():
-        packed = col[order]
+        packed = _take(col, order) if not device else col[order]
         recv = xp.empty(total, dtype=col.dtype)
         if device:
             xp.cuda.get_current_stream().synchronize()
@@ -88,6 +117,193 @@ def shuffle(columns: dict[str, Any], dest: Any, comm: Any = None) -> dict[str, A
         )
         out[name] = recv if direct else xp.asarray(rbuf)
     return out
+
+
+def group_by_destination(dest: np.ndarray, nparts: int) -> tuple[np.ndarray, np.ndarray]:
+    """Local. The rows grouped by destination: a counting sort of ``dest``.
+
+    Parameters
+    ----------
+    dest : numpy.ndarray of int
+        Destination ``0 .. nparts - 1`` of each row (1-D, host memory).
+    nparts : int
+        Number of destinations.
+
+    Returns
+    -------
+    order : numpy.ndarray of int64
+        Row numbers grouped by destination, in row order within each destination: equal to
+        ``np.argsort(dest, kind="stable")``.
+    counts : numpy.ndarray of int64
+        Rows per destination (``np.bincount(dest, minlength=nparts)``).
+
+    Raises
+    ------
+    ValueError
+        When a destination lies outside ``[0, nparts)``.
+    """
+    dest = np.asarray(dest)
+    if dest.ndim != 1 or dest.dtype.kind not in "iu":
+        raise ValueError(f"dest: expected a 1-D integer array, got {dest.dtype} {dest.shape}")
+    if nparts < 1:
+        raise ValueError(f"nparts={nparts}: expected at least 1")
+    counts, bad = _histogram(dest, nparts)
+    if bad:
+        raise ValueError(
+            f"dest: {bad} destinations outside [0, {nparts}), "
+            f"range {int(dest.min())}..{int(dest.max())}"
+        )
+    return _scatter(dest, counts)
+
+
+# Counting sort by destination. The rows are cut into chunks, one histogram row per chunk
+# (threads over chunks); prefix sums in (destination, chunk) order give each chunk's first slot
+# in each destination's run, and the scatter walks the chunks again, so rows keep their order
+# within a destination (the permutation of a stable sort). Loops index by unsigned integers:
+# numba wraps a signed index that may be negative, a compare and select on every load.
+_CHUNK_ROWS = 1 << 16  # rows per chunk at least: below this one thread does the whole pass
+_CHUNKS_PER_THREAD = 4  # some slack for threads the scheduler puts aside
+
+
+def _chunking(n: int, nparts: int) -> tuple[int, int]:
+    """``(chunks, rows per chunk)``: about four per thread, none under _CHUNK_ROWS rows, and
+    no more histogram cells than rows (many destinations)."""
+    chunks = min(-(-n // _CHUNK_ROWS), _CHUNKS_PER_THREAD * numba.get_num_threads())
+    chunks = max(1, min(chunks, n // max(nparts, 1)))
+    return chunks, -(-n // chunks) if n else 1
+
+
+def _histogram(dest: np.ndarray, nparts: int) -> tuple[np.ndarray, int]:
+    """Rows per (chunk, destination) and the number of destinations out of range."""
+    n = dest.shape[0]
+    chunks, rows = _chunking(n, nparts)
+    counts = np.zeros((chunks, nparts), dtype=np.int64)
+    if chunks == 1:
+        return counts, int(_count_rows(dest, 0, n, nparts, counts[0]))
+    return counts, int(_count_chunks(dest, rows, nparts, counts))
+
+
+def _scatter(dest: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The permutation of a stable sort by destination and the rows per destination, from the
+    per-chunk histogram of :func:`_histogram` (destinations already checked)."""
+    n = dest.shape[0]
+    chunks, nparts = counts.shape
+    rows = -(-n // chunks) if n else 1
+    # first slot of chunk c's rows for destination d: all rows of lower destinations, then
+    # those of d in earlier chunks
+    flat = counts.T.ravel()
+    starts = (np.cumsum(flat) - flat).reshape(nparts, chunks).T.astype(np.uint64)
+    order = np.empty(n, dtype=np.int64)
+    if chunks == 1:
+        _place_rows(dest, 0, n, starts[0], order)
+    else:
+        _place_chunks(dest, rows, starts, order)
+    return order, counts.sum(axis=0)
+
+
+@njit(nogil=True, cache=True)
+def _count_rows(dest, a, e, nparts, counts):  # type: ignore[no-untyped-def]
+    # counts[d] += 1 for rows a..e; the rows whose destination is outside [0, nparts)
+    # (a negative one wraps to a large unsigned) are counted apart
+    bad = 0
+    for i in range(np.uint64(a), np.uint64(e)):
+        d = np.uint64(dest[i])
+        if d < np.uint64(nparts):
+            counts[d] += 1
+        else:
+            bad += 1
+    return bad
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _count_chunks(dest, rows, nparts, counts):  # type: ignore[no-untyped-def]
+    # each chunk counts into an array of its own, copied out at the end: the rows of counts
+    # share cache lines, and threads incrementing them in place stall each other (8 parts,
+    # 1e6 rows, 2 threads: 19 ms against 2 ms on one thread)
+    n = dest.shape[0]
+    chunks = counts.shape[0]
+    bad = np.zeros(chunks, dtype=np.int64)
+    for c in prange(chunks):
+        mine = np.zeros(nparts, dtype=np.int64)
+        bad[c] = _count_rows(dest, c * rows, min(n, (c + 1) * rows), nparts, mine)
+        counts[c] = mine
+    return bad.sum()
+
+
+@njit(nogil=True, cache=True)
+def _place_rows(dest, a, e, slots, order):  # type: ignore[no-untyped-def]
+    # row i to the next free slot of its destination (slots: uint64, advanced in place)
+    for i in range(np.uint64(a), np.uint64(e)):
+        d = np.uint64(dest[i])
+        s = slots[d]
+        order[s] = i
+        slots[d] = s + np.uint64(1)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _place_chunks(dest, rows, starts, order):  # type: ignore[no-untyped-def]
+    n = dest.shape[0]
+    for c in prange(starts.shape[0]):  # slots copied per chunk, as in _count_chunks
+        _place_rows(dest, c * rows, min(n, (c + 1) * rows), starts[c].copy(), order)
+
+
+_FIBONACCI = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: the multiplier of hash_partition
+
+
+@njit(nogil=True, cache=True)
+def _hash_rows(keys, a, e, nparts, out):  # type: ignore[no-untyped-def]
+    # the hash of hash_partition for rows a..e. Its top half leaves a value under 2**32, so
+    # the modulo is a 32-bit division (several times faster than a 64-bit one) and a mask
+    # for a power of two; both give the 64-bit modulo's result
+    a, e = np.uint64(a), np.uint64(e)
+    if nparts & (nparts - 1) == 0:
+        mask = np.uint64(nparts - 1)
+        for i in range(a, e):
+            h = (np.uint64(keys[i]) * np.uint64(_FIBONACCI)) >> np.uint64(32)
+            out[i] = np.int64(h & mask)
+    else:
+        m = np.uint32(nparts)
+        for i in range(a, e):
+            h = (np.uint64(keys[i]) * np.uint64(_FIBONACCI)) >> np.uint64(32)
+            out[i] = np.int64(np.uint32(h) % m)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _hash_chunks(keys, rows, nparts, out):  # type: ignore[no-untyped-def]
+    n = keys.shape[0]
+    for c in prange((n + rows - 1) // rows):
+        _hash_rows(keys, c * rows, min(n, (c + 1) * rows), nparts, out)
+
+
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _take(col: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``col[order]`` (order: row numbers in range), threaded; a column is moved as unsigned
+    integers of its item size, so one kernel per size serves every dtype, bit for bit."""
+    unsigned = _UNSIGNED.get(col.dtype.itemsize)
+    if unsigned is None or col.dtype.hasobject:
+        return col[order]
+    out = np.empty(order.shape[0], dtype=col.dtype)
+    src, dst = col.view(unsigned), out.view(unsigned)
+    if order.shape[0] <= _CHUNK_ROWS:
+        _take_rows(src, order, 0, order.shape[0], dst)
+    else:
+        _take_chunks(src, order, _CHUNK_ROWS, dst)
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _take_rows(src, order, a, e, dst):  # type: ignore[no-untyped-def]
+    for j in range(np.uint64(a), np.uint64(e)):
+        dst[j] = src[np.uint64(order[j])]
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _take_chunks(src, order, rows, dst):  # type: ignore[no-untyped-def]
+    n = order.shape[0]
+    for c in prange((n + rows - 1) // rows):
+        _take_rows(src, order, c * rows, min(n, (c + 1) * rows), dst)
 
 
 def _bytes(a: Any) -> Any:

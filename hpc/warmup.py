@@ -43,9 +43,24 @@ def _core_pack() -> None:
             HaloExchange(decomp, u.dtype).exchange(u)
 
 
+def _core_shuffle() -> None:
+    import numpy as np
+
+    from .comm import self_comm
+    from .shuffle import group_by_destination, hash_partition, shuffle
+
+    for n in (1000, 300_000):  # one thread, and the chunked (threaded) passes
+        keys = np.arange(n, dtype=np.int64)
+        group_by_destination(hash_partition(keys, 4), 4)
+        columns = {"i8": keys, "i4": keys.astype(np.int32), "i2": keys.astype(np.int16),
+                   "b": keys % 2 == 0}
+        shuffle(columns, np.zeros(n, np.int64), self_comm())
+
+
 CORE_TASKS: list[tuple[str, Callable[[], object]]] = [
     ("random streams (Philox normals, uniforms)", _core_rng),
     ("halo packing (2-D and 3-D, float32 and float64)", _core_pack),
+    ("shuffle (hash partition, counting sort by destination, row gather)", _core_shuffle),
 ]
 
 
