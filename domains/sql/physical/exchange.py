@@ -123,10 +123,20 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
     a sample."""
     if comm.Get_size() == 1:
         return columns, nrows
+    carried: dict[str, Column] = {}
+    order = list(columns)
+    if how == "broadcast" and columns:  # carried strings travel as their rows' bytes
+        carried = _broadcast_carried(columns, comm)
+        columns = {n: c for n, c in columns.items() if n not in carried}
+        if not columns:
+            return {n: carried[n] for n in order}, len(next(iter(carried.values())))
     # raw strings (carried past joins) settled here, merged over the ranks below with the
-    # rest: every rank takes part in the same merges whichever of its columns were raw
-    columns = global_dictionaries(settle_columns(columns), comm)
-    keys = [settle(k) for k in keys]
+    # rest: every rank takes part in the same merges whichever of its columns were raw; a
+    # key that is one of the columns is settled once
+    settled = settle_columns(columns)
+    once = {id(c): settled[n] for n, c in columns.items()}
+    keys = [once[id(k)] if id(k) in once else settle(k) for k in keys]
+    columns = global_dictionaries(settled, comm)
     if not columns:  # no column to carry: only the row count moves
         counts = np.asarray(_all_counts(nrows, comm))
         total = int(counts.sum())
@@ -148,11 +158,54 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
         out = ship(columns, dest, comm)
     elif how == "broadcast":
         out = allgather_columns(columns, comm)
+        if carried:
+            out = {n: out[n] if n in out else carried[n] for n in order}
     elif how == "gather":
         out = ship(columns, _module(columns).zeros(nrows, np.int64), comm)
     else:
         raise ValueError(f"exchange {how!r}: expected hash, broadcast or gather")
     return out, len(next(iter(out.values())))
+
+
+def _broadcast_carried(columns: dict[str, Column], comm: Any) -> dict[str, Column]:
+    """Collective. The string columns raw on some rank (carried past joins, read at most entry
+    by entry), each broadcast as its rows' strings in rank order: raw
+    :class:`~hpc.domains.sql.strings.Entries` on every rank, one entry per row, so no rank
+    sorts them (the settling a sorted dictionary needs is left to the few rows that remain,
+    as on one rank)."""
+    import pyarrow as pa
+
+    from hpc.collectives import allgather_rows
+
+    names = sorted(n for n, c in columns.items() if c.kind == "string")  # same on every rank
+    local = np.asarray([columns[n].raw for n in names], np.int64)
+    raw = allreduce(local, "sum", comm) > 0 if names else local > 0
+    masks = _masks(columns, [n for n, r in zip(names, raw, strict=True) if r], comm)
+    out = {}
+    for name, wanted in zip(names, raw, strict=True):
+        if not wanted:
+            continue
+        c = columns[name]
+        entries = strings.arrow(c.dictionary)
+        codes = np.asarray(c.values)
+        if c.valid is not None and len(entries):
+            codes = np.where(c.valid, codes, 0)  # a NULL row's code may point anywhere
+        words = entries.take(pa.array(codes)) if len(entries) else \
+            pa.array([""] * len(c), pa.string())
+        everyone, _ = strings.allgather(comm, strings.Entries(words))
+        valid = allgather_rows(masks[name], comm) if name in masks else None
+        out[name] = Column(np.arange(len(everyone), dtype=np.int32), "string",
+                           strings.Entries(everyone), valid)
+    return out
+
+
+def _masks(columns: dict[str, Column], names: list[str], comm: Any) -> dict[str, np.ndarray]:
+    """Collective. Each named column's validity (all True where it has no mask), for those
+    some rank holds a mask for."""
+    local = np.asarray([columns[n].valid is not None for n in names], np.int64)
+    some = allreduce(local, "sum", comm) > 0 if names else local > 0
+    return {n: np.ones(len(columns[n]), bool) if columns[n].valid is None else
+            np.ascontiguousarray(columns[n].valid) for n, m in zip(names, some, strict=True) if m}
 
 
 _SAMPLES_PER_RANK = 64  # sort keys each rank offers for choosing the ranges

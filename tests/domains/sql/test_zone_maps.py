@@ -191,3 +191,12 @@ def test_bench_tpch_reads_the_fact_tables_sorted_by_date(tmp_path):
         assert (np.diff(dates) >= 0).all()
         generated = pq.read_metadata(tmp_path / "tpch-sf0.01" / f"{table}.parquet").num_rows
         assert len(dates) == generated
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_carried_strings_cross_ranks_in_a_broadcast(tmp_path, nranks):
+    """Raw string columns broadcast as their rows' bytes (unsorted, NULLs kept): answers
+    equal DuckDB's through the result, a hash exchange and an outer join."""
+    run_mpi(nranks, [str(mpi_script("check_sql_carried_strings.py")), str(tmp_path)],
+            timeout=240)
