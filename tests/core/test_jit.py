@@ -229,8 +229,13 @@ def test_lazy_names_resolve_to_the_objects_of_their_modules():
 def test_warmup_reports_each_task_and_refuses_unknown_domains(tmp_path: Path):
     out = _python("from hpc.cli import main\nraise SystemExit(main(['warmup', 'core']))",
                   tmp_path)
+    from hpc.warmup import CORE_TASKS
+
     lines = [ln for ln in out.splitlines() if ln.startswith("[warmup] core")]
-    assert len(lines) == 2 and all(ln.rstrip().endswith(")") or " s" in ln for ln in lines)
+    assert len(lines) == len(CORE_TASKS) >= 3  # random streams, halo packing, shuffle
+    assert all(ln.rstrip().endswith(")") or " s" in ln for ln in lines)
+    assert [name for name, _ in CORE_TASKS] == [ln.split("core", 1)[1].strip().split(":", 1)[0]
+                                                for ln in lines]
     proc = subprocess.run([sys.executable, "-m", "hpc", "warmup", "nosuch"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode != 0 and "nosuch" in proc.stderr
