@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from hpc.domains.sql import strings
-from hpc.domains.sql.exchange import allgather_columns, ship
+from hpc.domains.sql.exchange import _arrays, _with_masks, allgather_columns, ship
 from hpc.domains.sql.ops import host_column
 from hpc.domains.sql.table import Column, Table, merge_dictionaries, settle, settle_columns
 from numba import njit
@@ -180,12 +180,10 @@ def _broadcast_carried(columns: dict[str, Column], comm: Any) -> dict[str, Colum
     names = sorted(n for n, c in columns.items() if c.kind == "string")  # same on every rank
     local = np.asarray([columns[n].raw for n in names], np.int64)
     raw = allreduce(local, "sum", comm) > 0 if names else local > 0
-    masks = _masks(columns, [n for n, r in zip(names, raw, strict=True) if r], comm)
+    chosen = {n: columns[n] for n, r in zip(names, raw, strict=True) if r}
+    masks = _arrays(chosen, _with_masks(chosen, comm))  # validity where some rank has one
     out = {}
-    for name, wanted in zip(names, raw, strict=True):
-        if not wanted:
-            continue
-        c = columns[name]
+    for name, c in chosen.items():
         entries = strings.arrow(c.dictionary)
         codes = np.asarray(c.values)
         if c.valid is not None and len(entries):
@@ -193,19 +191,11 @@ def _broadcast_carried(columns: dict[str, Column], comm: Any) -> dict[str, Colum
         words = entries.take(pa.array(codes)) if len(entries) else \
             pa.array([""] * len(c), pa.string())
         everyone, _ = strings.allgather(comm, strings.Entries(words))
-        valid = allgather_rows(masks[name], comm) if name in masks else None
+        mask = masks.get("\0valid:" + name)
+        valid = None if mask is None else allgather_rows(mask, comm)
         out[name] = Column(np.arange(len(everyone), dtype=np.int32), "string",
                            strings.Entries(everyone), valid)
     return out
-
-
-def _masks(columns: dict[str, Column], names: list[str], comm: Any) -> dict[str, np.ndarray]:
-    """Collective. Each named column's validity (all True where it has no mask), for those
-    some rank holds a mask for."""
-    local = np.asarray([columns[n].valid is not None for n in names], np.int64)
-    some = allreduce(local, "sum", comm) > 0 if names else local > 0
-    return {n: np.ones(len(columns[n]), bool) if columns[n].valid is None else
-            np.ascontiguousarray(columns[n].valid) for n, m in zip(names, some, strict=True) if m}
 
 
 _SAMPLES_PER_RANK = 64  # sort keys each rank offers for choosing the ranges

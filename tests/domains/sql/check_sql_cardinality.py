@@ -5,14 +5,17 @@ the ranks' rows."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import duckdb
 import numpy as np
 import pyarrow as pa
-from hpc.domains.sql import Catalog, Table, pipeline, query
-from hpc.domains.sql.compare import same_rows
+from hpc.domains.sql import Catalog, Table, pipeline
 
 from hpc.comm import world
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from tests.domains.sql.duckdb_agreement import check_queries  # noqa: E402
 
 QUERIES = (
     "select a.g, count(*) as n, sum(b.v) as s from a join b on a.k = b.k "
@@ -54,10 +57,7 @@ def main() -> int:
         plan = str(pipeline.physical_plan(sql, catalog, comm.size))
         plans = comm.allgather(plan)
         assert all(p == plans[0] for p in plans), f"plans differ for {sql}"
-        got = query(sql, catalog, comm)
-        if comm.rank == 0:
-            differs = same_rows(got.to_pandas(), con.execute(sql).df(), "order by" in sql)
-            assert differs is None, f"{sql}: {differs}"
+    check_queries(QUERIES, catalog, con, comm)
     if comm.rank == 0:
         print(f"statistics and plans agree on {comm.size} ranks")
     return 0

@@ -11,13 +11,13 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hpc.domains.sql import Catalog, pipeline, query
+from hpc.domains.sql import Catalog, pipeline
 from hpc.domains.sql.logical import plan as P
 
 from hpc.comm import world
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from tests.domains.sql.test_zone_maps import differences  # noqa: E402
+from tests.domains.sql.duckdb_agreement import check_queries  # noqa: E402
 
 QUERIES = (
     # the dimension's strings ride the broadcast to the result
@@ -54,11 +54,7 @@ def main() -> int:
     moved = [n for n in P.nodes(plan) if isinstance(n, P.Exchange) and n.how == "broadcast"]
     assert any(s.raw for m in moved for s in P.nodes(m) if isinstance(s, P.Scan)), \
         f"no raw string column in a broadcast:\n{P.explain(plan)}"
-    for sql in QUERIES:
-        got = query(sql, catalog, comm)
-        if comm.rank == 0:
-            differs = differences(got.to_pandas(), con.execute(sql).df(), "order by" in sql)
-            assert differs is None, f"{sql}: {differs}"
+    check_queries(QUERIES, catalog, con, comm)
     if comm.rank == 0:
         print(f"carried strings: {len(QUERIES)} queries agree on {comm.size} ranks")
     return 0

@@ -9,12 +9,13 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow.parquet as pq
-from hpc.domains.sql import Catalog, query
+from hpc.domains.sql import Catalog
 
 from hpc.comm import world
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from tests.domains.sql.test_zone_maps import clustered_table, differences  # noqa: E402
+from tests.domains.sql.duckdb_agreement import check_queries  # noqa: E402
+from tests.domains.sql.test_zone_maps import clustered_table  # noqa: E402
 
 QUERIES = (
     "select count(*) as n, sum(u) as s from t where k > 10000",  # no group kept
@@ -41,11 +42,7 @@ def main() -> int:
     con = duckdb.connect()
     con.execute(f"create view t as select * from read_parquet('{root / 't.parquet'}')")
     con.execute(f"create view p as select * from read_parquet('{root / 'p'}/*.parquet')")
-    for sql in QUERIES:
-        got = query(sql, catalog, comm)
-        if comm.rank == 0:
-            differs = differences(got.to_pandas(), con.execute(sql).df(), "order by" in sql)
-            assert differs is None, f"{sql}: {differs}"
+    check_queries(QUERIES, catalog, con, comm)
     if comm.rank == 0:
         print(f"zone maps: {len(QUERIES)} queries agree on {comm.size} ranks")
     return 0

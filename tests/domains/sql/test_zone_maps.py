@@ -16,7 +16,6 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("sqlglot")
 from hpc.domains.sql import Catalog, pipeline, query  # noqa: E402
-from hpc.domains.sql.compare import same_rows  # noqa: E402
 from hpc.domains.sql.logical import plan as P  # noqa: E402
 from hpc.domains.sql.logical.expr import Ref, transform  # noqa: E402
 from hpc.domains.sql.statistics import groups_may_match  # noqa: E402
@@ -24,24 +23,9 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from tests.conftest import mpi_script, run_mpi  # noqa: E402
+from tests.domains.sql.duckdb_agreement import differences  # noqa: E402
 
 EPOCH = datetime.date(1970, 1, 1)
-
-
-def differences(ours, ref, ordered: bool = False) -> str | None:
-    """:func:`same_rows` with every NULL spelled alike: numbers as NaN, others as None."""
-    import pandas as pd
-
-    def spelled(frame):
-        out = frame.copy()
-        for c in out.columns:
-            if pd.api.types.is_numeric_dtype(out[c]):
-                out[c] = out[c].astype("float64")
-            else:
-                out[c] = out[c].astype(object).where(out[c].notna(), None)
-        return out
-
-    return same_rows(spelled(ours), spelled(ref), ordered)
 
 
 def _unprefixed(scan):
