@@ -53,13 +53,23 @@ def lattice_for(dim: int, lattice: str | Lattice | None = None) -> Lattice:
     return lat
 
 
+def _magic_applies(collision: str, mrt_rates: dict[str, float] | None) -> bool:
+    """Whether ``magic`` sets a rate of ``collision``: TRT's odd one, MRT's energy flux unless
+    ``mrt_rates`` gives it."""
+    return collision == "trt" or (collision == "mrt" and "q" not in (mrt_rates or {}))
+
+
 class Case:
     """Common driver: stepping with a convergence monitor and progress on rank 0.
 
     Every case takes ``streaming`` ("auto", "aa" or "pull"), passed to :class:`LBMSolver`; the
     cavity, Taylor-Green and channel cases also ``smagorinsky`` (the LES constant ``C_s``, 0:
     none), ``mrt_rates`` (with ``collision="mrt"``) and ``magic`` (TRT's magic parameter
-    ``Lambda``, default 3/16; see :class:`LBMSolver`). The 3-D cases take ``lattice``
+    ``Lambda``: a number, ``"auto"`` (chosen from ``u_max / nu``, the case's velocity scale
+    over the viscosity: :func:`~hpc.domains.cfd.units.auto_magic`), or None, the case's
+    default: ``"auto"`` with an open inflow face (``Channel(inflow=True)``,
+    :class:`~hpc.domains.cfd.obstacles.BodyInChannel`, ``SchaeferTurek``), else 3/16; see
+    :class:`LBMSolver`). The 3-D cases take ``lattice``
     ("D3Q19", the default, or "D3Q27"; :func:`lattice_for`).
     A case that records a time series sets ``sample_every`` and overrides :meth:`_sample`
     (called after every multiple of it, in absolute steps) and :meth:`_progress_text`.
@@ -98,7 +108,16 @@ class Case:
         smagorinsky=0.0,
         mrt_rates=None,
         magic=None,
+        open_inflow=False,
+        u_max=None,
     ):
+        """Build the decomposition and the solver. ``magic=None`` is the case's default:
+        ``"auto"`` when ``open_inflow`` and the collision has an odd rate that ``magic`` sets
+        (TRT; MRT unless ``mrt_rates`` gives ``q``), else the solver's 3/16. ``u_max``: the
+        velocity scale of ``"auto"`` (default ``units.u``)."""
+        if magic is None and open_inflow and _magic_applies(collision, mrt_rates):
+            magic = "auto"
+        auto = isinstance(magic, str) and magic == "auto"
         self.units = units
         self.decomp = CartDecomposition(
             shape, periodic=periodic, halo=1, comm=comm, dims=dims, backend=backend
@@ -120,6 +139,7 @@ class Case:
             smagorinsky=smagorinsky,
             mrt_rates=mrt_rates,
             magic=magic,
+            u_max=(units.u if u_max is None else u_max) if auto else None,
         )
 
     @property
@@ -236,7 +256,7 @@ class LidDrivenCavity(Case):
         smagorinsky: float = 0.0,
         mrt_rates: dict[str, float] | None = None,
         lattice: str | Lattice | None = None,
-        magic: float | None = None,
+        magic: float | str | None = None,
     ) -> None:
         self.n, self.re, self.dim = int(n), float(re), int(dim)
         lat = lattice_for(self.dim, lattice)
@@ -320,7 +340,7 @@ class TaylorGreen(Case):
         smagorinsky: float = 0.0,
         mrt_rates: dict[str, float] | None = None,
         lattice: str | Lattice | None = None,
-        magic: float | None = None,
+        magic: float | str | None = None,
     ) -> None:
         self.n, self.dim = int(n), int(dim)
         lat = lattice_for(self.dim, lattice)
@@ -397,6 +417,8 @@ class Channel(Case):
     ``F = 8 nu u_max / ny^2``. ``inflow=True``: a velocity inlet at x = 0 with the parabolic
     profile of peak ``u_max`` and an outlet at x = nx, no body force: ``outlet="pressure"``
     (density 1) or ``"convective"`` (:func:`outlet_boundary`, ``outlet_speed`` its ``U_c``).
+    ``magic`` defaults to ``"auto"`` with ``inflow=True`` (velocity scale ``u_max``), else to
+    3/16 (see :class:`Case`).
     """
 
     def __init__(
@@ -416,7 +438,7 @@ class Channel(Case):
         mrt_rates: dict[str, float] | None = None,
         outlet: str = "pressure",
         outlet_speed: float | None = None,
-        magic: float | None = None,
+        magic: float | str | None = None,
     ) -> None:
         self.nx, self.ny, self.inflow = int(nx), int(ny), bool(inflow)
         out = outlet_boundary(outlet, speed=outlet_speed)
@@ -443,7 +465,8 @@ class Channel(Case):
 
         bounds = [OpenBoundary(0, -1, "velocity", velocity=profile), out]
         self._make(
-            (nx, ny), False, *common, open_boundaries=bounds, streaming=streaming, **les
+            (nx, ny), False, *common, open_boundaries=bounds, streaming=streaming,
+            open_inflow=True, **les
         )
 
     def analytic_profile(self) -> np.ndarray:

@@ -25,6 +25,18 @@ from hpc.jobs import Job, add_job_options
 __all__ = ["add_parser"]
 
 
+def _magic(text: str) -> float | str:
+    """``--magic``: ``auto`` or a number (checked in :func:`_make_case`)."""
+    if text.strip() == "auto":
+        return "auto"
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a number (the TRT magic parameter) or 'auto'"
+        ) from None
+
+
 def _common(p: argparse.ArgumentParser, steps: int) -> None:
     p.add_argument(
         "--collision",
@@ -34,12 +46,14 @@ def _common(p: argparse.ArgumentParser, steps: int) -> None:
     )
     p.add_argument(
         "--magic",
-        type=float,
+        type=_magic,
         default=None,
         metavar="LAMBDA",
-        help="TRT magic parameter (tau - 1/2)(tau_- - 1/2), > 0 (default 3/16: bounce-back "
-        "walls mid-link); at most 6 (nu/u_max)^2 kept inflow faces stable at high u_max/nu "
-        "(docs/cfd.md); with --collision mrt it sets the energy-flux rate",
+        help="TRT magic parameter (tau - 1/2)(tau_- - 1/2), > 0, or 'auto': 3/16 up to "
+        "u_max/nu = 7.5, above it 6 (nu/u_max)^2, which kept inflow faces stable "
+        "(docs/cfd.md). Default: auto with an inflow face (cylinder, stl, channel --inflow), "
+        "else 3/16 (bounce-back walls mid-link); with --collision mrt it sets the energy-flux "
+        "rate",
     )
     p.add_argument(
         "--smagorinsky",
@@ -226,7 +240,7 @@ def _make_case(args: argparse.Namespace) -> Any:
             )
     kw.update(_closure_options(args))
     if args.magic is not None:
-        if not (math.isfinite(args.magic) and args.magic > 0):
+        if args.magic != "auto" and not (math.isfinite(args.magic) and args.magic > 0):
             raise on_all_ranks(UsageError(
                 f"--magic {args.magic}: the TRT magic parameter must be finite and > 0 "
                 "(3/16: walls mid-link; smaller: odd moments damped harder)"))
@@ -427,7 +441,7 @@ def _solve(args: argparse.Namespace, case: Any, ckpt: Any, params: dict[str, Any
         job.write(
             f"{args.case}: grid {case.decomp.global_shape} on {comm.Get_size()} ranks "
             f"{case.decomp.dims}, {solver.lattice.name} {solver.collision.upper()}"
-            f"{f' Lambda={solver.magic:.6g}' if solver.collision == 'trt' else ''}"
+            f"{_lambda_text(solver) if solver.collision == 'trt' else ''}"
             f"{f' + Smagorinsky C_s={solver.smagorinsky:g}' if solver.smagorinsky else ''} "
             f"{solver.dtype.name}, backend {solver.backend.name}, tau={u.tau:.4f} "
             f"nu={u.nu:.4g} Re={u.reynolds:.4g} Ma={u.mach:.3f}"
@@ -510,6 +524,16 @@ def _body_summary(case: Any, args: argparse.Namespace) -> dict[str, Any]:
         if np.isfinite(st):
             out["st"] = float(st)
     return out
+
+
+def _lambda_text(solver: Any) -> str:
+    """`` Lambda=...`` for the header line, saying when ``magic="auto"`` chose it and from
+    which grid Reynolds number."""
+    text = f" Lambda={solver.magic:.6g}"
+    if solver.magic_auto:
+        nu = (solver.tau - 0.5) / 3.0
+        text += f" (auto: u_max/nu={solver.u_max / nu:.4g})"
+    return text
 
 
 def _report_body(case: Any, args: argparse.Namespace, rank0: bool) -> None:

@@ -38,6 +38,14 @@ SCHAEFER_TUREK: dict[str, dict[str, tuple[float, float]]] = {
 }
 
 
+def _peak_inflow(inflow: Callable[..., Any] | tuple[float, ...], units: LatticeUnits) -> float:
+    """The inflow's largest speed component when it is a tuple; a profile's is unknown before
+    the run (it may depend on the step), so ``units.u`` stands for it."""
+    if callable(inflow):
+        return units.u
+    return max(abs(float(v)) for v in inflow)
+
+
 class BodyInChannel(Case):
     """Collective. Flow through a channel along x around ``bodies``.
 
@@ -63,11 +71,17 @@ class BodyInChannel(Case):
     smagorinsky, mrt_rates
         The Smagorinsky constant ``C_s`` (0: no closure) and MRT's rates, as for the other
         cases.
-    magic : float, optional
-        TRT's magic parameter ``Lambda`` (default 3/16; :class:`LBMSolver`). At high grid
-        Reynolds numbers ``u_max / nu`` the inflow face goes unstable (with 3/16: stable at
-        7.5, diverged at 9.4); ``Lambda <= 6 (nu / u_max)^2`` or BGK kept every Schaefer-Turek
-        2D-2 run stable (docs/cfd.md).
+    magic : float or "auto", optional
+        TRT's magic parameter ``Lambda`` (:class:`LBMSolver`); default ``"auto"`` (TRT, and
+        MRT without ``mrt_rates["q"]``): 3/16 up to the grid Reynolds number ``u_max / nu =
+        7.5``, above it ``6 (nu / u_max)^2`` (:func:`~hpc.domains.cfd.units.auto_magic`). At
+        high ``u_max / nu`` the inflow face goes unstable (with 3/16: stable at 7.5, diverged
+        at 9.4); ``Lambda <= 6 (nu / u_max)^2`` or BGK kept every Schaefer-Turek 2D-2 run
+        stable (docs/cfd.md).
+    u_max : float, optional
+        Peak inflow speed, the velocity scale of ``magic="auto"``; default: the largest
+        inflow component when ``inflow`` is a tuple, else ``units.u`` (give it when a
+        profile's peak exceeds that).
     lattice : str or Lattice, optional
         The velocity set (3-D: "D3Q19", the default, or "D3Q27").
     outlet : {"pressure", "convective"}
@@ -97,7 +111,8 @@ class BodyInChannel(Case):
         lattice: str | Lattice | None = None,
         outlet: str = "pressure",
         outlet_speed: float | None = None,
-        magic: float | None = None,
+        magic: float | str | None = None,
+        u_max: float | None = None,
     ) -> None:
         self.global_shape = tuple(int(n) for n in shape)
         dim = len(self.global_shape)
@@ -132,6 +147,8 @@ class BodyInChannel(Case):
             smagorinsky=smagorinsky,
             mrt_rates=mrt_rates,
             magic=magic,
+            open_inflow=True,
+            u_max=_peak_inflow(inflow, units) if u_max is None else u_max,
         )
 
     def fields(self) -> dict[str, Any]:
@@ -209,7 +226,8 @@ class SchaeferTurek(BodyInChannel):
     **options
         :class:`BodyInChannel`'s other keywords (``collision``, ``dtype``, ``comm``,
         ``backend``, ``dims``, ``streaming``, ``curved``, ``sample_every``, ``scheme``,
-        ``smagorinsky``, ``mrt_rates``, ``magic``, ``lattice``, ``outlet``, ``outlet_speed``).
+        ``smagorinsky``, ``mrt_rates``, ``magic``, ``lattice``, ``outlet``, ``outlet_speed``);
+        ``magic="auto"`` (the default) takes ``u_max`` as its velocity scale.
     """
 
     def __init__(
@@ -256,7 +274,7 @@ class SchaeferTurek(BodyInChannel):
             return [peak] + [0.0 * peak] * len(idx)
 
         shape = (nx, ny) if dim == 2 else (nx, ny, ny)
-        super().__init__(shape, [body], units, profile, **options)
+        super().__init__(shape, [body], units, profile, u_max=self.u_max, **options)
 
     def force_scale(self) -> float:
         u, d = self.units.u, self.diameter

@@ -20,7 +20,7 @@ from hpc.halo import HaloExchange
 
 from .codegen import COLLISIONS, FLUID, MOVING_WALL, WALL, load_kernel
 from .lattice import CS2, Lattice, moment_basis
-from .units import TRT_MAGIC, check_magic
+from .units import TRT_MAGIC, auto_magic, check_magic
 
 __all__ = [
     "LBMSolver",
@@ -196,7 +196,7 @@ class LBMSolver:
         A uniform body force (Guo's scheme), lattice units.
     wall_velocity : sequence of float, optional
         Velocity of the cells flagged ``MOVING_WALL``.
-    magic : float, optional
+    magic : float or "auto", optional
         TRT's magic parameter ``Lambda = (tau - 1/2)(tau_- - 1/2)``, which sets the odd
         moments' relaxation time ``tau_-``; with ``collision="mrt"`` it sets the default rate
         of the energy flux ``q`` the same way. None: 3/16 (:data:`~hpc.domains.cfd.units.
@@ -206,8 +206,10 @@ class LBMSolver:
         through the viscosity (Ginzburg, Verhaeghe & d'Humieres 2008). ``(tau - 1/2)^2`` is
         BGK (both rates equal); a smaller value relaxes the odd moments harder
         (``omega_- -> 2``), which kept the inflow face of Schaefer-Turek 2D-2 stable at grid
-        Reynolds numbers where 3/16 diverges (docs/cfd.md). Must be finite and positive;
-        refused with BGK, which has one rate.
+        Reynolds numbers where 3/16 diverges (docs/cfd.md). ``"auto"``: chosen from the grid
+        Reynolds number ``u_max / nu`` (:func:`~hpc.domains.cfd.units.auto_magic`: 3/16 up to
+        7.5, above it ``6 (nu / u_max)^2``); needs ``u_max``. A number must be finite and
+        positive; refused with BGK, which has one rate, as is ``"auto"``.
     flags : array of uint8, optional
         Cell types on the ghosted local grid (FLUID, WALL, MOVING_WALL); default: fluid, and
         walls in the ghost layer beyond non-periodic domain edges.
@@ -226,6 +228,9 @@ class LBMSolver:
         on the GPU the links are held and updated on the device.
     curved : bool
         Interpolated (second-order) bounce-back on the bodies' links, else half-way.
+    u_max : float, optional
+        The flow's velocity scale for ``magic="auto"`` (the peak inflow or lid speed, lattice
+        units); given only with it.
     overlap : {"auto", True, False}
         Update the cells that need no pending ghosts while the halo messages travel, then the
         block's boundary faces (three kernel calls), or exchange first and update the whole
@@ -243,7 +248,7 @@ class LBMSolver:
         force: Sequence[float] | None = None,
         wall_velocity: Sequence[float] | None = None,
         flags: Any = None,
-        magic: float | None = None,
+        magic: float | str | None = None,
         halo_pattern: str = "sweep",
         open_boundaries: Sequence[OpenBoundary] = (),
         streaming: str = "auto",
@@ -252,6 +257,7 @@ class LBMSolver:
         smagorinsky: float = 0.0,
         mrt_rates: dict[str, float] | None = None,
         overlap: str | bool = "auto",
+        u_max: float | None = None,
     ) -> None:
         if decomp.halo != 1:
             raise ValueError(f"the lattice Boltzmann solver needs halo=1, not {decomp.halo}")
@@ -283,7 +289,19 @@ class LBMSolver:
         if magic is not None and collision == "mrt" and "q" in (mrt_rates or {}):
             raise ValueError("give the energy-flux rate as magic or as mrt_rates['q'], not both")
         # Lambda = (1/omega+ - 1/2)(1/omega- - 1/2)
-        self.magic = TRT_MAGIC if magic is None else check_magic(magic)
+        self.magic_auto = isinstance(magic, str) and magic == "auto"
+        if self.magic_auto and u_max is None:
+            raise ValueError(
+                "magic='auto' chooses Lambda from the grid Reynolds number u_max / nu: give "
+                "u_max (the peak inflow or lid speed, lattice units)"
+            )
+        if u_max is not None and not self.magic_auto:
+            raise ValueError(f"u_max={u_max} applies with magic='auto', not magic={magic!r}")
+        self.u_max = None if u_max is None else float(u_max)
+        if self.magic_auto:
+            self.magic = auto_magic((self.tau - 0.5) / 3.0, self.u_max)
+        else:
+            self.magic = TRT_MAGIC if magic is None else check_magic(magic)
         if collision == "trt":
             self.omega_minus = 1.0 / (self.magic / (self.tau - 0.5) + 0.5)
         else:

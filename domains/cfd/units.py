@@ -15,11 +15,25 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["LatticeUnits", "TAU_MIN_MARGIN", "MACH_MAX", "TRT_MAGIC", "check_magic"]
+__all__ = [
+    "LatticeUnits",
+    "TAU_MIN_MARGIN",
+    "MACH_MAX",
+    "TRT_MAGIC",
+    "AUTO_MAGIC_C",
+    "AUTO_MAGIC_KEEP",
+    "check_magic",
+    "auto_magic",
+]
 
 TAU_MIN_MARGIN = 0.005
 MACH_MAX = 0.3
 TRT_MAGIC = 3.0 / 16.0  # Lambda: puts a half-way bounce-back wall exactly mid-link (Poiseuille)
+# magic="auto", from the stability runs of Schaefer-Turek 2D-2 (docs/cfd.md): Lambda (u/nu)^2 <= 6
+# was stable at every grid Reynolds number u/nu tried (the boundary at u/nu = 25 lies between 6.3
+# and 9.4, so no larger constant is safe), and 3/16 itself was stable up to u/nu = 7.5
+AUTO_MAGIC_C = 6.0
+AUTO_MAGIC_KEEP = 7.5
 
 
 def check_magic(magic: float) -> float:
@@ -32,13 +46,48 @@ def check_magic(magic: float) -> float:
     try:
         value = float(magic)
     except (TypeError, ValueError):
-        raise ValueError(f"magic={magic!r}: the TRT magic parameter must be a number") from None
+        raise ValueError(
+            f"magic={magic!r}: the TRT magic parameter must be a number (or 'auto' where the "
+            "velocity scale is known)"
+        ) from None
     if not (math.isfinite(value) and value > 0.0):
         raise ValueError(
             f"magic={magic}: the TRT magic parameter Lambda must be finite and > 0 (3/16: "
             "bounce-back walls mid-link; (tau - 1/2)^2: BGK)"
         )
     return value
+
+
+def auto_magic(nu: float, u_max: float) -> float:
+    """TRT's magic parameter for ``magic="auto"``: 3/16 up to the grid Reynolds number
+    ``u_max / nu = 7.5`` (:data:`AUTO_MAGIC_KEEP`), above it ``6 (nu / u_max)^2``
+    (:data:`AUTO_MAGIC_C`).
+
+    Open faces go unstable with 3/16 at high ``u_max / nu`` (diverged at 9.4) and a smaller
+    ``Lambda`` damps them; ``Lambda (u_max / nu)^2 <= 6`` kept every measured case stable. The
+    rule is ``min(3/16, 6 (nu / u_max)^2)`` except on ``5.66 < u_max / nu <= 7.5``, where it
+    keeps 3/16, measured stable there (docs/cfd.md, "TRT's magic parameter").
+
+    Parameters
+    ----------
+    nu : float
+        Lattice viscosity, > 0.
+    u_max : float
+        The flow's velocity scale (peak inflow or lid speed), lattice units, >= 0.
+
+    Returns
+    -------
+    float
+        ``Lambda``, in (0, 3/16].
+    """
+    if not (math.isfinite(nu) and nu > 0.0):
+        raise ValueError(f"nu={nu}: magic='auto' needs a finite viscosity > 0")
+    if not (math.isfinite(u_max) and u_max >= 0.0):
+        raise ValueError(f"u_max={u_max}: magic='auto' needs a finite velocity scale >= 0")
+    re_grid = u_max / nu
+    if re_grid <= AUTO_MAGIC_KEEP:
+        return TRT_MAGIC
+    return min(TRT_MAGIC, AUTO_MAGIC_C / re_grid**2)
 
 
 @dataclass(frozen=True)
