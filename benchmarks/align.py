@@ -10,6 +10,10 @@ are checked equal. Each is timed on one core (numba with one thread, parasail in
 all cores (numba's threads; parasail on a thread pool: its ctypes calls release the GIL).
 Queries or pairs are split over MPI ranks; the slowest rank's time counts.
 
+On the GPU backend each case also has ``limits``: its int32 operations per second (cells x
+:data:`INT32_OPS_PER_CELL`, the add, subtract and max operations of one cell update) as a
+fraction of the device's int32 add/max rate measured in the same run (:mod:`.device_peak`).
+
 ``--sweep`` adds the workload space (STYLE 28: one point hides the shapes where we lose):
 ``score_pairs`` on {1, 8, 64, 10^3, 10^4} pairs x lengths {50, 300, 1500, 6000}, protein
 local (BLOSUM62, BLAST 11/1, unrelated pairs) and DNA semi-global (2/-4, BLAST 4/2, each
@@ -375,6 +379,31 @@ def _sweep(args: argparse.Namespace) -> dict[str, Any]:
     return {"sweep": points, "worst": worst}
 
 
+# int32 operations of one cell of the GPU kernel's two-state update (``_cell2`` of
+# hpc.domains.align.kernels, both cases' gaps take it): M = max(diag, floor) + s (2), E and F
+# = max(x - extend, open - first) (3 each), H = max(M, max(E, F)) (2), best = max(best, H)
+# (1). The substitution lookup and the row loads and stores are not counted.
+INT32_OPS_PER_CELL = 11
+
+
+def _int32_fractions(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Local. Each GPU case's int32 rate (cells x :data:`INT32_OPS_PER_CELL` over its
+    seconds) as a fraction of the device's measured int32 add/max rate (into the cases'
+    ``limits``); the headline's figures for the record's."""
+    from .device_peak import fraction, int32_rate
+
+    peak = int32_rate()
+    for rec in cases:
+        ops = rec["cells"] * INT32_OPS_PER_CELL
+        rec["limits"] = {
+            "int32_ops_per_cell": INT32_OPS_PER_CELL,
+            "int32_ops_per_s": ops / rec["ours"]["seconds"],
+            "device_int32_ops_per_s": peak,
+            "fraction_of_int32": fraction(ops, rec["ours"]["seconds"], peak),
+        }
+    return dict(cases[0]["limits"])
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Collective. The protein case (headline) and the DNA semi-global case; with
     ``--sweep``, also the sweep over pair counts and lengths and its worst point."""
@@ -386,6 +415,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cases = [_case_protein(args, gpu), _case_dna(args, gpu)]
     head = cases[0]
     extra = _sweep(args) if getattr(args, "sweep", False) else {}
+    limits: dict[str, Any] = {"target_cpu_ratio": 1.0, "target_gpu_GCUPS": 100.0}
+    if gpu:
+        limits.update(_int32_fractions(cases))
     return {
         "bench": "align",
         "backend": backend.name,
@@ -400,7 +432,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ours": head["ours"],
         "peers": head["peers"],
         "ratio": head["ratio"],
-        "limits": {"target_cpu_ratio": 1.0, "target_gpu_GCUPS": 100.0},
+        "limits": limits,
         "cases": cases,
         **extra,
     }

@@ -25,6 +25,10 @@ Peers, run on the same data in the same run, turn about with ours in every repet
     as many bytes as the distinct lines the self-wrapped boxes (sources and targets) lie on,
     timed in the same loop. Reported beside ``floor``, not instead of it.
 
+On the GPU backend each case also has ``limits``: the bytes the exchange must move (every
+message read from its face and written into the ghosts: twice the bytes sent, all ranks) per
+second, as a fraction of a measured device-to-device copy (:mod:`.device_peak`).
+
 ``--sweep`` adds the workload space: 1-, 2- and 3-D periodic grids of ``--sweep-bytes``
 global bytes (``max``: the largest grid whose two copies, ours and the NumPy peer's, fit in
 half of the memory), halo widths ``--sweep-halos`` and every method, on the ranks launched
@@ -287,7 +291,7 @@ def _case(
             raise RuntimeError("the NumPy reference exchange disagrees with HaloExchange")
         peers["numpy_sendrecv"] = {"seconds": times[5], "GBps": nbytes / times[5] / 1e9}
         ratio["numpy_sendrecv"] = times[5] / ours
-    return {
+    rec: dict[str, Any] = {
         "bench": "halo",
         "method": method,
         "pattern": args.pattern,
@@ -299,6 +303,28 @@ def _case(
         "ours": {"seconds": ours, "GBps": nbytes / ours / 1e9},
         "peers": peers,
         "ratio": ratio,
+    }
+    if decomp.backend.is_gpu:
+        rec["limits"] = _device_limits(comm, decomp, nbytes, ours)
+    return rec
+
+
+def _device_limits(
+    comm: Any, decomp: CartDecomposition, bytes_per_rank: int, seconds: float
+) -> dict[str, Any]:
+    """Collective. A GPU exchange's bandwidth fraction: the bytes it must move (each message
+    read from its face and written into the ghosts, 2x the bytes sent, summed over the
+    ranks) per second over the measured device copy rate (bytes read + written, every rank
+    at once: :func:`.device_peak.copy_bandwidth`)."""
+    from .device_peak import copy_bandwidth, fraction
+
+    moved = 2 * comm.allreduce(bytes_per_rank, op=MPI.SUM)
+    copy = copy_bandwidth(decomp.backend.xp, comm=comm)
+    return {
+        "bytes_moved": moved,
+        "GBps": moved / seconds / 1e9,
+        "device_copy_GBps": copy / 1e9,
+        "bandwidth_fraction": fraction(moved, seconds, copy),
     }
 
 
@@ -411,6 +437,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "limits": {"memcpy_GBps": memcpy_bandwidth()},
         "cases": cases,
     }
+    if "limits" in head:  # GPU: the headline's fraction of the device copy beside the host's
+        record["limits"].update(head["limits"])
     if getattr(args, "sweep", False):
         sweep = _sweep(args, methods)
         record["sweep"] = sweep["points"]

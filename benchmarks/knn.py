@@ -36,8 +36,8 @@ default grid has not been timed (it builds five sets and their indexes, both sid
 
 On the GPU backend the exact case also reports its rate as a fraction of the measured
 matrix-multiply rate (FLOP count ``2 nq n dim`` over seconds, over a large cuBLAS sgemm's
-rate). Defaults: 1e6 x 128 base, 1e4 queries (1e3 for the exact case), about 3 minutes
-on 2 idle cores.
+rate measured in the same run, :mod:`.device_peak`). Defaults: 1e6 x 128 base, 1e4 queries
+(1e3 for the exact case), about 3 minutes on 2 idle cores.
 """
 
 from __future__ import annotations
@@ -106,21 +106,6 @@ def _timed(fn: Any) -> tuple[float, Any]:
     t0 = time.perf_counter()
     out = fn()
     return time.perf_counter() - t0, out
-
-
-def _gemm_rate(xp: Any, size: int = 8192) -> float:
-    """FLOP/s of one large float32 matrix product on the device."""
-    a = xp.ones((size, size), dtype=xp.float32)
-    b = xp.ones((size, size), dtype=xp.float32)
-    (a @ b).sum()
-    xp.cuda.Device().synchronize()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        a @ b
-        xp.cuda.Device().synchronize()
-        best = min(best, time.perf_counter() - t0)
-    return 2.0 * size**3 / best
 
 
 def _first_reaching(rows: list[dict[str, Any]], target: float) -> dict[str, Any] | None:
@@ -492,7 +477,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     flops = 2.0 * nq_exact * n * dim
     exact["ours"]["GFLOPs"] = flops / ours_s / 1e9
     if be.is_gpu:
-        rate = _gemm_rate(be.xp)
+        from .device_peak import matmul_rate
+
+        rate = matmul_rate(be.xp, np.float32)
         exact["limits"] = {"gemm_GFLOPs": rate / 1e9, "fraction_of_gemm": flops / ours_s / rate}
         record["limits"].update(exact["limits"])
     if faiss is not None:

@@ -15,7 +15,9 @@ measured in the same run on the same ranks:
     the memory bandwidth (bytes read + written) measured with all ranks at once, each with its
     solver's threads, in turns with the timings; the best of STREAM copy and of an in-place
     update sweep (what an in-place AA step's traffic looks like), divided by the bytes a cell
-    update must move: q populations read and written.
+    update must move: q populations read and written. On the GPU backend (lbmpy does not
+    run there) the bandwidth is the device's, a measured device-to-device copy with every
+    rank at once (:mod:`.device_peak`), and ``limits`` gives our fraction of that roofline.
 
 ``--sweep`` adds the workload space: case (``--sweep-cases``: D2Q9 float64, D3Q19 float32) x
 rank count (``--sweep-ranks``, a sub-communicator of the ranks launched; the others sleep, so
@@ -313,6 +315,32 @@ def _bandwidths(comm: Any, nbytes: int = 1 << 28) -> dict[str, float]:
     return {"copy": scale / copy_s, "update": scale / _best(comm, lambda: update(dst), 3)}
 
 
+def _device_bandwidth(comm: Any, xp: Any) -> dict[str, float]:
+    """Collective. The device copy rate (GB/s, bytes read + written) with every rank at once,
+    summed over the ranks (:func:`.device_peak.copy_bandwidth`)."""
+    from .device_peak import copy_bandwidth
+
+    return {"copy": copy_bandwidth(xp, reps=3, comm=comm) / 1e9}
+
+
+def _device_limits(
+    mlups: float, samples: list[dict[str, float]], q: int, dtype: Any
+) -> dict[str, Any]:
+    """The roofline of a GPU step: the best measured device copy over the bytes a cell update
+    must move (q populations read and written), and our fraction of it."""
+    bw = max(b["copy"] for b in samples)
+    bytes_per_cell = 2 * q * np.dtype(dtype).itemsize
+    roof = bw * 1e9 / bytes_per_cell / 1e6
+    return {
+        "device_copy_GBps": bw,
+        "bandwidth_GBps": bw,
+        "bandwidth_samples": samples,
+        "bytes_per_cell": bytes_per_cell,
+        "roofline_MLUPS": roof,
+        "fraction_of_roofline": mlups / roof,
+    }
+
+
 def _peer_options(solver: Any, les: float) -> dict[str, Any]:
     """lbmpy's settings for the operator of ``solver``."""
     kw: dict[str, Any] = {"collision": solver.collision, "smagorinsky": les}
@@ -372,10 +400,12 @@ def _case(
     # repetition once, and the best of each counts (the copy's best is the stricter roofline).
     best = {name: math.inf for name in runs}
     samples: list[dict[str, float]] = []
+    gpu = solver.backend.is_gpu
     for _ in range(args.reps):
         for name, fn in runs.items():
             if name == "copy":
-                samples.append(_bandwidths(comm))
+                samples.append(_device_bandwidth(comm, solver.backend.xp) if gpu
+                               else _bandwidths(comm))  # fmt: skip
             else:
                 best[name] = min(best[name], _best(comm, fn, 1))
     solver.close()
@@ -389,6 +419,9 @@ def _case(
             "config": config,
         }
         record["ratio"]["lbmpy"] = peer / ours
+    if gpu:
+        record["limits"] = _device_limits(record["ours"]["MLUPS"], samples, solver.lattice.q, dtype)
+        return record
     copy_bw = max(b["copy"] for b in samples)
     update_bw = max(b["update"] for b in samples)
     bw = max(copy_bw, update_bw)
@@ -818,8 +851,15 @@ def _sweep(args: argparse.Namespace, collisions: list[str]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Collective. Both cases per collision; the first (D2Q9 float64) is the headline; with
     ``--sweep`` also the grid (``sweep``) and its worst point (``worst``)."""
+    from hpc.backend import get_backend
+
     comm = world()
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    if getattr(args, "sweep", False) and get_backend(args.backend).is_gpu:
+        raise UsageError(
+            "--sweep sizes its blocks by the host's caches and memory and its roofline by the "
+            "host's bandwidth: it runs on the CPU (scripts/gpu_check.sh lbm runs a GPU grid)"
+        )
     known = ("bgk", "trt", "mrt")
     names = [c.strip().lower() for c in args.collisions.split(",") if c.strip()]
     for c in names:
@@ -835,8 +875,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             _case(args, 2, args.size2d, np.float64, c),
             _case(args, 3, args.size3d, np.float32, c),
         ]
-    from hpc.backend import get_backend
-
     head = cases[0]
     record: dict[str, Any] = {
         "bench": "lbm",

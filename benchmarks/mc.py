@@ -16,6 +16,10 @@ path generator and engine are built lazily inside that call, a fixed cost that i
 next to its path loop at the sizes used here). Both are run ``--repeat`` times, taking turns,
 and the fastest run of each counts, so drift of a shared machine's load hits both alike.
 
+On the GPU backend each case also has ``limits``: its float64 flops per second (path-steps
+x :data:`FLOPS_PER_PATH_STEP`, the arithmetic of one step counted from the kernel's source)
+as a fraction of the device's float64 FMA rate measured in the same run (:mod:`.device_peak`).
+
 Ratios: ``quantlib`` (ours over QuantLib's paths per second), ``quantlib_per_core`` (ours
 per core, cores = ranks x numba threads, over QuantLib's one core) and
 ``quantlib_per_cpu_second`` (paths per CPU second on each side: the fair per-core figure when
@@ -350,6 +354,37 @@ def _sweep(args: argparse.Namespace) -> dict[str, Any]:
     return {"points": points, "worst": worst, "seconds": time.perf_counter() - start}
 
 
+# float64 flops a path-step of the GPU kernel (GBM, antithetic) counted from its source, an
+# FMA as 2: the step x += drift + vol sqrt(dt) z (3) and w += sqrt(dt) z (2); the Asian
+# observes at every step: the volatility derivative g = w - vol t (2) and S, ln S, S g and g
+# added to its sums (5); the European's one step adds the terminal g and t (3) and the payoff
+# with its derivatives (7). Not counted: exp, Box-Muller's log, sqrt, sine and cosine (one
+# each per two normals, shared by four path-steps), Philox's integer rounds, the per-sample
+# sums: the fraction understates the work done.
+FLOPS_PER_PATH_STEP = {"asian": 12, "european": 15}
+
+
+def _fp64_fractions(cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Local. Each GPU case's counted flops (:data:`FLOPS_PER_PATH_STEP`) over its seconds as
+    a fraction of the device's measured float64 FMA rate (into the cases' ``limits``); the
+    headline's figures for the record's. One device's rate: meant for one rank."""
+    import numpy as np
+
+    from .device_peak import fma_rate
+
+    peak = fma_rate(np.float64)
+    for rec in cases:
+        kind = rec["case"].split()[0]
+        flops = rec["ours"]["path_steps_per_s"] * FLOPS_PER_PATH_STEP[kind]
+        rec["limits"] = {
+            "flops_per_path_step": FLOPS_PER_PATH_STEP[kind],
+            "GFLOPs": flops / 1e9,
+            "device_fp64_GFLOPs": peak / 1e9,
+            "fraction_of_fp64": flops / peak,
+        }
+    return dict(cases[0]["limits"])
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Collective. The arithmetic Asian (headline) and the European; with ``--sweep`` the
     grid too (its worst point in ``"worst"``)."""
@@ -364,6 +399,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     cases = [_case(args, "asian"), _case(args, "european")]
     head = cases[0]
+    limits: dict[str, Any] = {}
+    if backend.is_gpu:
+        limits = _fp64_fractions(cases)
     record: dict[str, Any] = {
         "bench": "mc",
         "backend": backend.name,
@@ -373,7 +411,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ours": head["ours"],
         "peers": head["peers"],
         "ratio": head["ratio"],
-        "limits": {},
+        "limits": limits,
         "cases": cases,
     }
     if args.sweep:
