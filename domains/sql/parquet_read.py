@@ -10,6 +10,11 @@ first. An integer, date or float column is cut only when it alone would outlast 
 others (a query reading one large column): its pieces copy their values into one array on
 their threads, which costs less than the thread it frees. Other columns stay whole, one
 Arrow chunk used without a copy.
+
+Given the file's bytes, 4- and 8-byte integer, date and float columns (decimals stored as
+integers among them) skip pyarrow: our page kernels (:mod:`.parquet_pages`) decode each
+column chunk, one task per chunk, straight into the column's one array, and the other
+columns' pieces share the same threads.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ _pool_threads = 0
 
 def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[int],
                     columns: Sequence[str], threads: int,
-                    scaled: Collection[str] = ()) -> Any:
+                    scaled: Collection[str] = (), data: Any = None) -> Any:
     """Row groups ``groups`` of ``columns`` as one ``pyarrow.Table``.
 
     Parameters
@@ -51,22 +56,33 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
     scaled : collection of str
         Integer columns holding decimals' unscaled values: cut like decimals, since the
         table converts their chunks one by one.
+    data : buffer, optional
+        The whole file's bytes (its memory map). With it, flat columns of 4- and 8-byte
+        integers, dates and floats are decoded by our page kernels (:mod:`.parquet_pages`),
+        a column chunk per task, straight into one array per column.
     """
     import pyarrow as pa
 
     whole = open_file()
-    if threads < 2 or not groups:  # one thread: this one (pyarrow's pool costs ~0.2 ms)
-        return whole.read_row_groups(list(groups), columns=list(columns), use_threads=False)
     schema = whole.schema_arrow
-    pieces = _pieces(meta, schema, list(groups), list(columns), threads, set(scaled))
-    if len(pieces) == len(columns):  # nothing cut: pyarrow's column per thread is the same
-        return whole.read_row_groups(list(groups), columns=list(columns))
+    groups, columns = list(groups), list(columns)
+    native = _native_columns(meta, schema, columns) if data is not None and groups else {}
+    rest = [name for name in columns if name not in native]
+    if not native:
+        if threads < 2 or not groups:  # one thread: this one (pyarrow's pool costs ~0.2 ms)
+            return whole.read_row_groups(groups, columns=columns, use_threads=False)
+        pieces = _pieces(meta, schema, groups, columns, threads, set(scaled))
+        if len(pieces) == len(columns):  # nothing cut: pyarrow's column per thread is the same
+            return whole.read_row_groups(groups, columns=columns)
+    else:
+        pieces = _pieces(meta, schema, groups, rest, threads, set(scaled)) if rest else []
     rows = {g: meta.row_group(g).num_rows for g in groups}
     first = dict(zip(groups, np.cumsum([0] + [rows[g] for g in groups[:-1]]), strict=True))
     total = sum(rows.values())
     # a cut fixed-width column: each piece copies its values into one array, on its thread
     filled = {name: np.empty(total, dtype=_numpy_type(schema.field(name).type))
               for name in {p.name for p in pieces if p.fill}}
+    decoded = {name: _Decoded(meta, name, index, groups, total) for name, index in native.items()}
 
     def read(piece: _Piece) -> Any:
         column = open_file().read_row_groups(piece.groups, columns=[piece.name],
@@ -78,9 +94,17 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
                 at += len(chunk)
         return column
 
-    order = sorted(range(len(pieces)), key=lambda i: -pieces[i].cost)  # largest first
-    done = dict(zip(order, _executor(threads).map(read, [pieces[i] for i in order]),
-                    strict=True))
+    tasks: list[tuple[int, Callable[[], Any]]] = [
+        (p.cost, (lambda p=p: read(p))) for p in pieces]
+    for d in decoded.values():
+        tasks += [(cost, (lambda d=d, g=g: d.decode(data, g, int(first[g]))))
+                  for g, cost in zip(groups, d.costs, strict=True)]
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i][0])  # largest first
+    if threads < 2:
+        done = {i: tasks[i][1]() for i in order}
+    else:
+        done = dict(zip(order, _executor(threads).map(lambda i: tasks[i][1](), order),
+                        strict=True))
     chunks: dict[str, list[Any]] = {}
     types: dict[str, Any] = {}
     for i, piece in enumerate(pieces):
@@ -88,11 +112,98 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
         types.setdefault(piece.name, done[i].type)  # a dictionary type where pyarrow keeps one
     out = {}
     for name in columns:
+        if name in decoded:
+            out[name] = decoded[name].array(schema.field(name).type, whole, groups)
+            continue
         t = types[name]
         if name in filled and not any(c.null_count for c in chunks[name]):
             chunks[name] = [pa.Array.from_buffers(t, total, [None, pa.py_buffer(filled[name])])]
         out[name] = pa.chunked_array(chunks[name], type=t)
     return pa.table(out)
+
+
+def _native_columns(meta: Any, arrow_schema: Any, columns: list[str]) -> dict[str, int]:
+    """The columns our page kernels decode, with their index in the footer: flat columns
+    whose Arrow type holds the physical values as they are (4- and 8-byte integers, decimals
+    read as their integers, dates, floats)."""
+    import pyarrow as pa
+
+    from .parquet_pages import native_dtype
+
+    index = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    out = {}
+    for name in columns:
+        i = index.get(name)
+        if i is None:
+            continue
+        column = meta.schema.column(i)
+        dtype = native_dtype(column.physical_type)
+        if dtype is None or column.max_repetition_level or column.max_definition_level > 1:
+            continue
+        t = arrow_schema.field(name).type
+        bits = 8 * dtype.itemsize
+        if ((pa.types.is_integer(t) and t.bit_width == bits)
+                or (pa.types.is_floating(t) and t.bit_width == bits and dtype.kind == "f")
+                or (pa.types.is_date32(t) and bits == 32)):
+            out[name] = i
+    return out
+
+
+_NO_MASK = np.empty(0, np.bool_)
+
+
+class _Decoded:
+    """One column decoded chunk by chunk (:func:`decode`, a task per row group) into one
+    array; a chunk the kernels do not read (:class:`~.parquet_pages.NotNative`) sends the
+    whole column to pyarrow."""
+
+    def __init__(self, meta: Any, name: str, index: int, groups: list[int], total: int):
+        from .parquet_pages import NotNative, chunk_of
+
+        self.name = name
+        self.chunks: dict[int, Any] = {}
+        self.native = True
+        try:
+            for g in groups:
+                self.chunks[g] = chunk_of(meta.row_group(g).column(index),
+                                          meta.schema.column(index))
+        except NotNative:
+            self.native = False
+        self.costs = [meta.row_group(g).column(index).total_uncompressed_size
+                      + 8 * meta.row_group(g).num_rows for g in groups]
+        dtype = next(iter(self.chunks.values())).dtype if self.chunks else np.dtype(np.int64)
+        self.values = np.empty(total, dtype)
+        optional = meta.schema.column(index).max_definition_level > 0
+        self.valid = np.empty(total, np.bool_) if optional else None
+        self.nulls: dict[int, int] = {}  # by row group: tasks on several threads write it
+
+    def decode(self, data: Any, group: int, at: int) -> None:
+        from .parquet_pages import NotNative, decode_chunk
+
+        if not self.native:
+            return
+        chunk = self.chunks[group]
+        values = self.values[at: at + chunk.rows]
+        # (a required column's kernels take an empty mask: one compiled variant per type)
+        valid = _NO_MASK if self.valid is None else self.valid[at: at + chunk.rows]
+        try:
+            self.nulls[group] = decode_chunk(data, chunk, values, valid)
+        except NotNative:
+            self.native = False
+
+    def array(self, arrow_type: Any, reader: Any, groups: list[int]) -> Any:
+        """The column as an Arrow array (its values' memory, no copy)."""
+        import pyarrow as pa
+
+        if not self.native:
+            return reader.read_row_groups(groups, columns=[self.name],
+                                          use_threads=False).column(0)
+        nulls = sum(self.nulls.values())
+        mask = None
+        if self.valid is not None and nulls:
+            mask = pa.py_buffer(np.packbits(self.valid, bitorder="little"))
+        return pa.chunked_array([pa.Array.from_buffers(
+            arrow_type, len(self.values), [mask, pa.py_buffer(self.values)], null_count=nulls)])
 
 
 @dataclass(frozen=True)

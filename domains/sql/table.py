@@ -9,7 +9,7 @@ strings; nulls as a boolean validity mask (``valid``, None when there are none).
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -586,7 +586,7 @@ def _read_groups(mapped: _MappedFile, dictionaries: list[str], groups: list[int]
     from .parquet_read import read_row_groups
 
     return read_row_groups(lambda: mapped.open(dictionaries), mapped.meta, groups, columns,
-                           numba.get_num_threads(), scaled=mapped.scales)
+                           numba.get_num_threads(), scaled=mapped.scales, data=mapped.whole)
 
 
 @dataclass(frozen=True)
@@ -600,6 +600,7 @@ class _MappedFile:
     reading: Any
     scales: dict[str, int]
     zones: dict[str, Any] = field(default_factory=dict, compare=False)  # statistics once read
+    whole: Any = field(default=None, compare=False)  # the file's bytes: a view of the map
 
     def open(self, dictionaries: list[str]) -> Any:
         """A new ``pyarrow.parquet.ParquetFile`` reading the mapped file (string columns
@@ -630,7 +631,9 @@ def _mapped(path: str) -> _MappedFile:
     hit = _maps.get(path)
     if hit is None or hit[0] != key:
         mapped = pa.memory_map(path)
-        hit = (key, _integer_decimal_reading(mapped, pq.read_metadata(mapped)))
+        whole = mapped.read_buffer()  # from byte 0, a view (readers read at offsets)
+        hit = (key, replace(_integer_decimal_reading(mapped, pq.read_metadata(mapped)),
+                            whole=whole))
         _maps.pop(path, None)  # a changed file's old map goes
         if len(_maps) >= _MAPS_KEPT:  # then the oldest: keep the open files bounded
             _maps.pop(next(iter(_maps)))
