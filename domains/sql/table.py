@@ -442,15 +442,18 @@ def _dictionary_codes(chunks: list[Any], n: int, sort: bool = True) -> tuple[np.
         unique, lookup = strings.sort_unique(entries)
     else:
         unique, lookup = entries, np.arange(len(entries), dtype=np.int32)
-    codes = np.zeros(n, dtype=np.int32)
+    codes = np.empty(n, dtype=np.int32)  # (every row written below: no memset first)
     starts, used, indices = [], [], []
     start = 0
     for c, base in zip(chunks, bases, strict=True):
-        if len(c) and len(c.dictionary):  # an empty dictionary: every row null, code 0
+        if len(c) and len(c.dictionary):
             indices.append(np.asarray(_numpy(c.indices, 0), dtype=np.int32))
             starts.append(start)
             used.append(base)
+        else:  # an empty dictionary: every row null, code 0
+            codes[start: start + len(c)] = 0
         start += len(c)
+    codes[start:] = 0
     if indices:
         codes_into(codes, np.asarray(starts, np.int64), lookup, np.asarray(used, np.int64),
                    read_only_list(indices))
