@@ -168,6 +168,9 @@ def decode_chunk(data: Any, chunk: Chunk, values: np.ndarray, valid: np.ndarray)
     if chunk.rows == 0:  # (a writer may point an empty chunk at no page at all)
         return 0
     where = f"Parquet column chunk at byte {chunk.start}"
+    if len(values) != chunk.rows or (chunk.max_definition and len(valid) != chunk.rows):
+        raise ValueError(f"{where}: {chunk.rows} rows need values (and, for an optional "
+                         f"column, a mask) of that length, not {len(values)} and {len(valid)}")
     buf = np.frombuffer(data, np.uint8, count=chunk.size, offset=chunk.start)
     table = np.empty((max(8, chunk.size // 16384), _FIELDS), np.int64)
     pages = _page_headers(buf, table)
@@ -452,7 +455,8 @@ def _decode_pages(body: np.ndarray, offsets: np.ndarray, table: np.ndarray,
                 return _SHORT_LEVELS
             present = 0
             for i in range(row, row + count):
-                present += valid[i]
+                if valid[i]:
+                    present += 1
             nulls += count - present
         if encoding == _PLAIN:
             if (end - start) // width < present:
@@ -508,10 +512,10 @@ def _fixed(buf: np.ndarray, pos: int, width_bytes: int) -> int:
 
 
 @nb.njit(cache=True, nogil=True)
-def _expand_levels(buf: np.ndarray, pos: int, end: int, width: int, out: np.ndarray,
-                   at: int, n: int) -> int:
-    """Expand an RLE/bit-packed hybrid run list of ``n`` definition levels into
-    ``out[at:at+n]`` as ``level != 0`` (present); returns the levels read."""
+def _expand_hybrid(buf: np.ndarray, pos: int, end: int, width: int, out: np.ndarray,
+                   n: int) -> int:
+    """The first ``n`` values of an RLE/bit-packed hybrid run list (``width`` bits each) into
+    ``out[:n]``; returns the values read (fewer: the runs ended early)."""
     k = 0
     mask = (np.int64(1) << width) - 1
     width_bytes = (width + 7) // 8
@@ -529,7 +533,7 @@ def _expand_levels(buf: np.ndarray, pos: int, end: int, width: int, out: np.ndar
                     pos += 1
                     bits += 8
                 if k < n:
-                    out[at + k] = (acc & mask) != 0
+                    out[k] = acc & mask
                     k += 1
                 acc >>= width
                 bits -= width
@@ -537,9 +541,21 @@ def _expand_levels(buf: np.ndarray, pos: int, end: int, width: int, out: np.ndar
             value = _fixed(buf, pos, width_bytes)
             pos += width_bytes
             m = min(head >> 1, n - k)
-            out[at + k: at + k + m] = value != 0
+            out[k: k + m] = value
             k += m
     return k
+
+
+@nb.njit(cache=True, nogil=True)
+def _expand_levels(buf: np.ndarray, pos: int, end: int, width: int, out: np.ndarray,
+                   at: int, n: int) -> int:
+    """``n`` definition levels into ``out[at:at+n]`` as ``level != 0`` (present); returns
+    the levels read."""
+    levels = np.empty(n, np.int64)
+    got = _expand_hybrid(buf, pos, end, width, levels, n)
+    for i in range(got):
+        out[at + i] = levels[i] != 0
+    return got
 
 
 @nb.njit(cache=True, nogil=True)
@@ -552,56 +568,21 @@ def _gather_hybrid(buf: np.ndarray, pos: int, end: int, width: int, dictionary: 
     dictionary stops the page (fewer indices than values: the caller's error)."""
     if not optional:
         return _gather_required(buf, pos, end, width, dictionary, out, at, n)
-    row = at
-    stop = at + n
+    present = 0
+    for row in range(at, at + n):
+        if valid[row]:
+            present += 1
+    indices = np.empty(present, np.int64)
+    got = _expand_hybrid(buf, pos, end, width, indices, present)
     used = 0
-    size = len(dictionary)
-    mask = (np.int64(1) << width) - 1
-    width_bytes = (width + 7) // 8
-    while row < stop and pos < end:
-        head, pos = _varint(buf, pos)
-        if head & 1:
-            count = (head >> 1) * 8
-            if pos + (count * width + 7) // 8 > end:
-                return used
-            acc = np.int64(0)
-            bits = 0
-            for _ in range(count):
-                while bits < width:
-                    acc |= np.int64(buf[pos]) << bits
-                    pos += 1
-                    bits += 8
-                index = acc & mask
-                acc >>= width
-                bits -= width
-                while row < stop and not valid[row]:
-                    out[row] = 0
-                    row += 1
-                if row >= stop:
-                    break
-                if index >= size:
-                    return used
-                out[row] = dictionary[index]
-                row += 1
-                used += 1
+    for row in range(at, at + n):
+        if not valid[row]:
+            out[row] = 0
+        elif used < got and indices[used] < len(dictionary):
+            out[row] = dictionary[indices[used]]
+            used += 1
         else:
-            index = _fixed(buf, pos, width_bytes)
-            pos += width_bytes
-            if index >= size:
-                return used
-            value = dictionary[index]
-            repeat = head >> 1
-            while repeat > 0 and row < stop:
-                if valid[row]:
-                    out[row] = value
-                    repeat -= 1
-                    used += 1
-                else:
-                    out[row] = 0
-                row += 1
-    while row < stop and not valid[row]:
-        out[row] = 0
-        row += 1
+            return used
     return used
 
 

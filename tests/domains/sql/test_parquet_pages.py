@@ -45,7 +45,8 @@ def _decoded(path, group: int, name: str) -> tuple[np.ndarray, np.ndarray | None
     valid = np.empty(chunk.rows, np.bool_) if chunk.max_definition else None
     with open(path, "rb") as f:
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # as a scan maps its file
-    nulls = decode_chunk(data, chunk, values, valid if valid is not None else values)
+    nulls = decode_chunk(data, chunk, values,
+                         valid if valid is not None else np.empty(0, np.bool_))
     assert nulls == (0 if valid is None else int((~valid).sum()))
     return values, valid
 
@@ -100,14 +101,16 @@ def test_a_truncated_chunk_is_an_error_naming_its_place(tmp_path):
     pf = pq.ParquetFile(path)
     chunk = chunk_of(pf.metadata.row_group(0).column(0), pf.schema.column(0))
     data = bytearray(path.read_bytes())
-    values = np.empty(chunk.rows, np.int64)
-    decode_chunk(bytes(data), chunk, values, values)
-    assert np.array_equal(values, np.arange(1000))
+    values, valid = np.empty(chunk.rows, np.int64), np.empty(chunk.rows, np.bool_)
+    decode_chunk(bytes(data), chunk, values, valid)
+    assert np.array_equal(values, np.arange(1000)) and valid.all()
     from dataclasses import replace
 
     with pytest.raises(ValueError, match=f"at byte {chunk.start}.*expected 2000"):
         decode_chunk(bytes(data), replace(chunk, rows=2000), np.empty(2000, np.int64),
-                     values)
+                     np.empty(2000, np.bool_))
+    with pytest.raises(ValueError, match="a mask"):  # an optional column's mask is needed
+        decode_chunk(bytes(data), chunk, values, np.empty(0, np.bool_))
 
 
 KINDS = ["int32", "int64", "uint32", "uint64", "float32", "float64", "date32", "int16",
