@@ -121,13 +121,16 @@ def _inflate(codec: str | None, raw: np.ndarray, out: np.ndarray) -> None:
             raise ValueError(f"{len(raw)} stored bytes for {len(out)}")
         out[:] = raw
         return
-    if codec == "snappy" and _cramjam() is not None:
-        got = _cramjam().snappy.decompress_raw_into(raw, out)
-    else:
-        body = np.frombuffer(_codec(codec).decompress(raw, decompressed_size=len(out)),
-                             np.uint8)
-        got = len(body)
-        out[:got] = body[: len(out)]
+    try:
+        if codec == "snappy" and _cramjam() is not None:
+            got = _cramjam().snappy.decompress_raw_into(raw, out)
+        else:
+            body = np.frombuffer(_codec(codec).decompress(raw, decompressed_size=len(out)),
+                                 np.uint8)
+            got = len(body)
+            out[:got] = body[: len(out)]
+    except Exception as exc:  # noqa: BLE001 - the codecs' own error types: a damaged page
+        raise ValueError(f"{codec} data that does not decompress ({exc})") from None
     if got != len(out):
         raise ValueError(f"{got} bytes after decompression, the header says {len(out)}")
 
@@ -260,18 +263,12 @@ def _page_headers(buf: np.ndarray, table: np.ndarray) -> int:
         last = 0
         start = pos
         while True:
-            if pos >= end:
+            kind, last, pos = _field(buf, pos, end, last)
+            if pos < 0:
                 return -1 - start
-            head = np.int64(buf[pos])
-            pos += 1
-            if head == 0:
+            if kind == 0:
                 break
-            kind = head & 0x0F
-            if head >> 4:
-                last += head >> 4
-            else:
-                last, pos = _zigzag(buf, pos, end)
-            if last <= 3 and kind == 5:  # type, uncompressed and compressed size
+            if 1 <= last <= 3 and kind == 5:  # type, uncompressed and compressed size
                 v, pos = _zigzag(buf, pos, end)
                 row[(_KIND, _SIZE, _STORED)[last - 1]] = v
             elif (last == 5 or last == 7 or last == 8) and kind == 12:
@@ -294,17 +291,9 @@ def _page_fields(buf: np.ndarray, pos: int, end: int, which: int, row: np.ndarra
     page header v2 (8) that decoding needs; returns the position after it (-1: damaged)."""
     last = 0
     while pos >= 0:
-        if pos >= end:
-            return -1
-        head = np.int64(buf[pos])
-        pos += 1
-        if head == 0:
+        kind, last, pos = _field(buf, pos, end, last)
+        if pos < 0 or kind == 0:
             return pos
-        kind = head & 0x0F
-        if head >> 4:
-            last += head >> 4
-        else:
-            last, pos = _zigzag(buf, pos, end)
         if kind == 5 and (last == 1 or (last == 2 and which != 8) or (last == 3 and which == 5)
                           or (which == 8 and 4 <= last <= 6)):
             v, pos = _zigzag(buf, pos, end)
@@ -370,9 +359,9 @@ def _skip(buf: np.ndarray, pos: int, end: int, kind: int) -> int:
             n, pos = _zigzag(buf, pos, end)
             n = (n << 1) ^ (n >> 63)
         for _ in range(n):
-            if pos < 0:
-                return -1
             pos = pos + 1 if elem == 1 or elem == 2 else _skip(buf, pos, end, elem)
+            if pos < 0 or pos > end:
+                return -1
         return pos
     if kind == 11:
         n, pos = _zigzag(buf, pos, end)
@@ -385,23 +374,35 @@ def _skip(buf: np.ndarray, pos: int, end: int, kind: int) -> int:
         pos += 1
         for _ in range(n):
             for elem in (kinds >> 4, kinds & 0x0F):
-                if pos < 0:
-                    return -1
                 pos = pos + 1 if elem == 1 or elem == 2 else _skip(buf, pos, end, elem)
+                if pos < 0 or pos > end:
+                    return -1
         return pos
     if kind == 12:
+        last = 0
         while pos >= 0:
-            if pos >= end:
-                return -1
-            head = np.int64(buf[pos])
-            pos += 1
-            if head == 0:
+            elem, last, pos = _field(buf, pos, end, last)
+            if pos < 0 or elem == 0:
                 return pos
-            if not head >> 4:
-                pos = _zigzag(buf, pos, end)[1]
-            pos = _skip(buf, pos, end, head & 0x0F)
+            pos = _skip(buf, pos, end, elem)
         return -1
     return -1
+
+
+@nb.njit(cache=True, nogil=True)
+def _field(buf: np.ndarray, pos: int, end: int, last: int) -> tuple[int, int, int]:
+    """A struct's next field header after field id ``last``: (wire type, field id, position
+    after the header); type 0 at the struct's end, position -1 past ``end``."""
+    if pos < 0 or pos >= end:
+        return 0, last, -1
+    head = np.int64(buf[pos])
+    pos += 1
+    if head == 0:
+        return 0, last, pos
+    if head >> 4:
+        return head & 0x0F, last + (head >> 4), pos
+    fid, pos = _zigzag(buf, pos, end)
+    return head & 0x0F, fid, pos
 
 
 @nb.njit(cache=True, nogil=True)

@@ -187,3 +187,32 @@ def test_scans_decode_as_pyarrow_reads_them(tmp_path_factory, seed, rows, distin
         else:
             assert np.array_equal(np.asarray(a.values)[va], np.asarray(b.values)[vb],
                                   equal_nan=True), k
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), codec=st.sampled_from(["snappy", "zstd", "none"]),
+       flips=st.integers(1, 8), header=st.booleans())
+def test_a_damaged_chunk_is_an_error_not_a_crash(tmp_path_factory, seed, codec, flips, header):
+    """Random bytes of a chunk overwritten (in its first page header, or anywhere): decoding
+    raises ValueError or NotNative, or returns values, and never writes outside its arrays."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 300, 5000).astype(np.int64)
+    mask = rng.random(5000) < 0.2
+    path = tmp_path_factory.mktemp("damaged") / "t.parquet"
+    pq.write_table(pa.table({"x": pa.array(values, mask=mask)}), path, compression=codec,
+                   data_page_size=4096)
+    pf = pq.ParquetFile(path)
+    chunk = chunk_of(pf.metadata.row_group(0).column(0), pf.schema.column(0))
+    data = np.frombuffer(path.read_bytes(), np.uint8).copy()
+    span = 24 if header else chunk.size
+    at = chunk.start + rng.integers(0, span, flips)
+    data[at] = rng.integers(0, 256, flips)
+    guard = 64
+    out = np.full(chunk.rows + 2 * guard, -7, np.int64)
+    valid = np.full(chunk.rows + 2 * guard, True)
+    try:
+        decode_chunk(data.tobytes(), chunk, out[guard:-guard], valid[guard:-guard])
+    except (ValueError, NotNative):
+        pass
+    assert (out[:guard] == -7).all() and (out[-guard:] == -7).all()
+    assert valid[:guard].all() and valid[-guard:].all()
