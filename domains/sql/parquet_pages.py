@@ -246,8 +246,8 @@ def _page_headers(buf: np.ndarray, table: np.ndarray) -> int:
     """Read the Thrift (compact protocol) page headers of a column chunk ``buf`` into
     ``table`` (one row per page, the columns named above); returns the pages,
     ``_TABLE_FULL`` when they are more than its rows, or ``-1 - byte`` for a header that
-    is damaged or runs past the chunk. Fields not needed
-    (statistics, CRCs) are skipped whatever their type."""
+    is damaged or runs past the chunk. Fields not needed (statistics, CRCs) are skipped
+    whatever their type."""
     pos = 0
     pages = 0
     end = len(buf)

@@ -171,10 +171,11 @@ class _Decoded:
             self.native = False
         self.costs = [meta.row_group(g).column(index).total_uncompressed_size
                       + 8 * meta.row_group(g).num_rows for g in groups]
+        rows = total if self.native else 0  # (a column left to pyarrow needs no arrays)
         dtype = next(iter(self.chunks.values())).dtype if self.chunks else np.dtype(np.int64)
-        self.values = np.empty(total, dtype)
+        self.values = np.empty(rows, dtype)
         optional = meta.schema.column(index).max_definition_level > 0
-        self.valid = np.empty(total, np.bool_) if optional else None
+        self.valid = np.empty(rows, np.bool_) if optional else None
         self.nulls: dict[int, int] = {}  # by row group: tasks on several threads write it
 
     def decode(self, data: Any, group: int, at: int) -> None:
