@@ -8,14 +8,13 @@ RLE/bit-packed hybrid runs (dictionary indices, definition levels) and gathers t
 dictionary's values. The kernels hold no GIL, so the chunks of a scan decode on all of a
 rank's threads at once (:mod:`.parquet_read`).
 
-What pays, measured on TPC-H SF1's ``lineitem`` (one thread, against pyarrow reading the
-same column): Snappy. On 8-byte keys and prices that compress by 1.4-1.9x it is 65% of
-pyarrow's time, and cramjam's decompressor runs at 1.5-2.2x the speed of the one Arrow
-ships (``l_extendedprice`` 77 ms against 35 for its 57 MB of pages). The index kernel walks
-the bit-packed words with one cursor and looks each index up in the same loop (1.1-1.8 ns
-an index; cutting each index out of the two words it spans took twice that), and there is
-no Python per page beyond the decompression call. Scans of four ``lineitem`` columns on two
-threads: 75 ms with pyarrow, 43 ms here.
+What pays (one thread, against pyarrow reading the same 6M-row columns): Snappy. On 8-byte
+keys and prices that compress by only 1.4-1.9x it is 65% of pyarrow's time, and cramjam's
+decompressor runs at 1.5-2.2x the speed of the one Arrow ships (57 MB of such pages: 77 ms
+against 35). The index kernel walks the bit-packed words with one cursor and looks each
+index up in the same loop (1.1-1.8 ns an index; cutting each index out of the two words it
+spans took twice that), and there is no Python per page beyond the decompression call. A
+scan of four such columns on two threads: 75 ms with pyarrow, 43 ms here.
 
 What is read: data pages v1 and v2, PLAIN and dictionary (``PLAIN_DICTIONARY``,
 ``RLE_DICTIONARY``) encodings mixed in one chunk (a writer falls back to PLAIN when its
@@ -114,8 +113,8 @@ def _codec(name: str) -> Any:
 
 def _inflate(codec: str | None, raw: np.ndarray, out: np.ndarray) -> None:
     """Decompress ``raw`` into all of ``out`` (exactly its size). Snappy, the common codec,
-    goes through cramjam: 1.5-2.2x the speed of Arrow's codec on TPC-H's integer pages, and
-    straight into ``out``."""
+    goes through cramjam (1.5-2.2x the speed of Arrow's codec on poorly compressible
+    integer pages), straight into ``out``."""
     if codec is None:
         if len(raw) != len(out):
             raise ValueError(f"{len(raw)} stored bytes for {len(out)}")
