@@ -19,7 +19,7 @@ from hpc.jit import serial_below
 
 __all__ = ["gather_parallel", "decimal_to_float", "decimal_gather",
            "sort_strings", "distinct_sorted", "like_parts", "horspool_shifts", "codes_into",
-           "differs_in_group", "read_only_list"]
+           "differs_in_group", "read_only_list", "group_minmax_strings"]
 
 _SMALL = 16  # runs this short are insertion-sorted by direct comparison
 _WORDS = 4  # 8-byte words of each string's start carried through the sort
@@ -228,11 +228,12 @@ def _sort_run(offsets, data, order, prefix, keys, lo, hi, at):  # type: ignore[n
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def prefix_words(offsets, data, prefix):  # type: ignore[no-untyped-def]
-    """The first ``8 * prefix.shape[1]`` bytes of every string as big-endian ``uint64`` words
-    (zero padded)."""
+def prefix_words(offsets, data, rows, prefix):  # type: ignore[no-untyped-def]
+    """The first ``8 * prefix.shape[1]`` bytes of the strings ``rows`` as big-endian
+    ``uint64`` words (zero padded)."""
     for i in prange(prefix.shape[0]):
-        s, n = offsets[i], offsets[i + 1] - offsets[i]
+        r = rows[i]
+        s, n = offsets[r], offsets[r + 1] - offsets[r]
         for k in range(prefix.shape[1]):
             prefix[i, k] = _word(data, s, n, 8 * k)
 
@@ -251,7 +252,8 @@ def _sort_runs(offsets, data, order, prefix, keys, runs):  # type: ignore[no-unt
         _sort_run(offsets, data, order, prefix, keys, runs[2 * r], runs[2 * r + 1], 0)
 
 
-def sort_strings(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
+def sort_strings(offsets: np.ndarray, data: np.ndarray,
+                 rows: np.ndarray | None = None) -> np.ndarray:
     """Indices (int64) that sort the strings ``data[offsets[i]:offsets[i + 1]]`` bytewise.
 
     Parameters
@@ -260,33 +262,42 @@ def sort_strings(offsets: np.ndarray, data: np.ndarray) -> np.ndarray:
         ``n + 1`` int32 or int64 offsets into ``data`` (Arrow's string layout).
     data : numpy.ndarray
         The uint8 bytes of the strings.
+    rows : numpy.ndarray, optional
+        int64 string numbers: sort only these (default: all).
 
     Returns
     -------
     numpy.ndarray
-        The order; equal strings in any order.
+        The order (of ``rows``' strings: string numbers, not positions in ``rows``); equal
+        strings in any order.
     """
-    n = len(offsets) - 1
+    n = len(offsets) - 1 if rows is None else len(rows)
     if n < 2:
-        return np.arange(max(n, 0), dtype=np.int64)
+        return np.arange(max(n, 0), dtype=np.int64) if rows is None else np.array(
+            rows, dtype=np.int64)
+    every = rows is None
+    rows = np.arange(n, dtype=np.int64) if every else np.asarray(rows, dtype=np.int64)
     with serial_below(n):  # a few strings (a dictionary's): no parallel region to start
-        return _sort_strings(offsets, data, n)
+        return _sort_strings(offsets, data, rows, every)
 
 
-def _sort_strings(offsets: np.ndarray, data: np.ndarray, n: int) -> np.ndarray:
+def _sort_strings(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray,
+                  every: bool) -> np.ndarray:
     # the first 32 bytes of each string move with it (sequential reads, not a cache miss
     # into the string bytes per comparison)
+    n = len(rows)
     prefix = np.empty((n, _WORDS), dtype=np.uint64)
-    prefix_words(offsets, data, prefix)
+    prefix_words(offsets, data, rows, prefix)
     # NumPy's SIMD sort of values (several times faster than its argsort): the first word's
-    # high bits with the row number in the low ones; runs of equal high bits are sorted after
+    # high bits with the position in the low ones; runs of equal high bits are sorted after
     bits = np.uint64(int(n - 1).bit_length())
     packed = (prefix[:, 0] >> bits << bits) | np.arange(n, dtype=np.uint64)
     packed.sort()
-    order = (packed & ((np.uint64(1) << bits) - np.uint64(1))).astype(np.int64)
+    at = (packed & ((np.uint64(1) << bits) - np.uint64(1))).astype(np.int64)
+    order = at if every else rows[at]
     high = packed >> bits
     moved = np.empty_like(prefix)
-    _gather_rows(prefix, order, moved)  # NumPy's row fancy-indexing is several times slower
+    _gather_rows(prefix, at, moved)  # NumPy's row fancy-indexing is several times slower
     starts = np.concatenate([[0], np.flatnonzero(high[1:] != high[:-1]) + 1, [n]])
     long = np.flatnonzero(np.diff(starts) > 1)  # only runs of two or more need work
     if len(long):
@@ -301,6 +312,29 @@ def distinct_sorted(offsets, data, order, first):  # type: ignore[no-untyped-def
     it."""
     for i in prange(order.shape[0]):
         first[i] = i == 0 or not _equal(offsets, data, order[i - 1], order[i])
+
+
+@njit(nogil=True, cache=True)
+def group_minmax_strings(ids, codes, mask, ngroups, offsets, data, want_max):  # type: ignore[no-untyped-def]  # noqa: E501
+    """Per group of ``ids``: the code (into Arrow's ``offsets``/``data``) of the least or,
+    with ``want_max``, the greatest string in byte order among the rows where ``mask``, and
+    whether the group has one. Needs no sorted dictionary."""
+    out = np.zeros(ngroups, dtype=codes.dtype)
+    seen = np.zeros(ngroups, dtype=np.bool_)
+    for i in range(ids.shape[0]):
+        if mask[i]:
+            g, c = ids[i], codes[i]
+            if not seen[g]:
+                out[g] = c
+                seen[g] = True
+            elif c != out[g]:
+                if want_max:
+                    better = _less(offsets, data, out[g], c, 0)
+                else:
+                    better = _less(offsets, data, c, out[g], 0)
+                if better:
+                    out[g] = c
+    return out, seen
 
 
 @njit(parallel=True, nogil=True, cache=True)

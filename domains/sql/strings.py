@@ -90,6 +90,9 @@ def sort_unique(words: Any) -> tuple[Any, np.ndarray]:
     """The distinct strings of an Arrow string array, sorted, and the int32 position among
     them of every input string (nulls as empty strings).
 
+    Above ``_HASH_FIRST`` strings the distinct ones are found by hashing
+    (:func:`.string_hash.first_rows`) and only those are sorted.
+
     Examples
     --------
     >>> import pyarrow as pa
@@ -98,18 +101,17 @@ def sort_unique(words: Any) -> tuple[Any, np.ndarray]:
     (['a', 'b'], [1, 0, 1])
     """
     from .scan_kernels import distinct_sorted, sort_strings
+    from .string_hash import first_rows
 
     words = _plain(words)
-    if len(words) > _HASH_FIRST:  # distinct strings found by hashing, only those sorted
-        encoded = words.dictionary_encode()
-        distinct = encoded.dictionary
-        if 2 * len(distinct) <= len(words):
-            order = sort_strings(*_buffers(distinct))
-            rank = np.empty(len(order), dtype=np.int32)
-            rank[order] = np.arange(len(order), dtype=np.int32)
-            indices = np.asarray(encoded.indices.to_numpy(zero_copy_only=False))
-            return distinct.take(order), rank[indices]
     offsets, data = _buffers(words)
+    if len(words) > _HASH_FIRST:
+        first = first_rows(offsets, data)
+        distinct = np.flatnonzero(first == np.arange(len(first)))
+        order = sort_strings(offsets, data, distinct)
+        rank = np.empty(len(words), dtype=np.int32)  # set at the distinct rows only
+        rank[order] = np.arange(len(order), dtype=np.int32)
+        return words.take(order), rank[first]
     order = sort_strings(offsets, data)
     first = np.empty(len(order), dtype=bool)
     with serial_below(len(order)):

@@ -370,9 +370,9 @@ def _from_arrow_column(name: str, chunked: Any, sort: bool = True,
     if strings.is_text(t) and not sort:  # filter-only plain strings: the rows are the entries
         return Column(np.arange(len(chunked), dtype=np.int32), "string",
                       strings.Entries(_plain_words(chunks)), valid)
-    if strings.is_text(t):  # encoded here, then as Parquet's own dictionaries
-        t = pa.dictionary(pa.int32(), pa.string())
-        chunks = [pc.dictionary_encode(c.cast(pa.string()).fill_null("")) for c in chunks]
+    if strings.is_text(t):  # plain strings: the distinct ones found by hashing, then sorted
+        unique, codes = strings.sort_unique(_plain_words(chunks))
+        return Column(codes, "string", strings.to_numpy(unique), valid)
     if pa.types.is_dictionary(t):
         codes, dictionary = _dictionary_codes(chunks, len(chunked), sort)
         return Column(codes, "string", dictionary, valid)
@@ -527,8 +527,10 @@ def read_parquet(path: str, columns: list[str] | None = None, comm: Any = None,
         mapped = _mapped(path)
         meta = mapped.meta
         schema = meta.schema.to_arrow_schema()
+        # strings stored plain are read plain (an Arrow dictionary would hash every row):
+        # raw, each row its own entry; sorted, their distinct strings found by our hashing
         dictionaries = [f.name for f in schema if strings.is_text(f.type)
-                        and not (f.name in unsorted and _stored_plain(meta, schema, f.name))]
+                        and not _stored_plain(meta, schema, f.name)]
         pf = mapped.open(dictionaries)
     except Exception as exc:  # noqa: BLE001 - name the file whatever pyarrow raised
         raise OSError(f"{path}: not a readable Parquet file ({exc})") from exc

@@ -13,7 +13,9 @@ Two kinds of column stay raw:
   (``Filter.settle``: a sorted dictionary of the strings of the rows the filter keeps).
 - **Carried.** A column every operator above only passes along (late materialisation): an
   output column, a bare GROUP BY key, a column joins, filters, sorts and limits carry
-  without reading it, or one read entry by entry as above. It moves as row references
+  without reading it, or one read entry by entry as above. MIN and MAX of a column count
+  as passing it along (they compare its strings' bytes, no dictionary needed) when their
+  result is itself only passed along. It moves as row references
   through the joins and is settled once, on the rows that remain (a customer's name and
   address beside a top-20 of revenue: 20 rows, not the whole table). The operators settle
   it where they must: an exchange before shipping rows, an aggregate whose other keys do
@@ -62,8 +64,15 @@ def carried_columns(plan: P.Node) -> set[str]:
             _passed(node.exprs, renamed, blocked)
         elif isinstance(node, P.Aggregate):
             _passed(node.keys, renamed, blocked)
-            for _, a in node.aggregates:
-                blocked |= compared(a)
+            for name, a in node.aggregates:
+                if a.name in ("min", "max") and len(a.args) == 1 and isinstance(
+                        a.args[0], E.Ref) and not a.order:
+                    # compared string by string in the aggregate: its result is the column
+                    # under a new name, raw as long as that name is only passed along
+                    renamed.setdefault(a.args[0].name, []).append(name)
+                    blocked |= compared(a.filter) if a.filter is not None else set()
+                else:
+                    blocked |= compared(a)
         elif isinstance(node, P.Window):
             for e in [*node.partition, *(k.expr for k in node.order),
                       *(w for _, w in node.functions)]:

@@ -264,6 +264,15 @@ def _minmax(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQL
             mask: np.ndarray, order: Any) -> Column:
     v = col.values
     want_max = agg.name == "max"
+    if col.raw:  # strings compared by their bytes; the result stays raw (settled above)
+        from hpc.domains.sql.scan_kernels import group_minmax_strings
+        from hpc.domains.sql.strings import _buffers, _plain
+
+        offsets, data = _buffers(_plain(col.dictionary.words))
+        out, seen = group_minmax_strings(np.asarray(ids, np.int64), np.asarray(v),
+                                         np.asarray(mask, bool), ngroups, offsets, data,
+                                         want_max)
+        return _make(out, agg.type, seen, col.dictionary)
     if v.dtype == np.bool_:
         out, seen = _group_minmax(ids, v.view(np.uint8), mask, ngroups, want_max)
         return _make(out.astype(bool), agg.type, seen)

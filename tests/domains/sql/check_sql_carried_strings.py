@@ -1,6 +1,7 @@
 """Run under mpirun: string columns carried raw past joins (read only by the output or a
-per-entry filter) cross the ranks in a broadcast as their rows' bytes, unsorted, with their
-NULLs, and the answers equal DuckDB's; a later hash exchange and the result settle them."""
+per-entry filter, or by MIN/MAX) cross the ranks in a broadcast as their rows' bytes,
+unsorted, with their NULLs, and the answers equal DuckDB's; a later hash exchange and the
+result settle them."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ QUERIES = (
     "where d.note like 'n1%' or d.name is null group by d.k, d.name, d.note order by d.k",
     # none of the broadcast side's rows on a rank, every one NULL on another
     "select f.k, d.name from f left join d on f.k = d.k and d.k > 100000 order by f.k limit 7",
+    # MIN/MAX of raw strings (NULLs among them): partial states settled by the exchange
+    "select d.note, min(d.name) as lo, max(d.name) as hi, count(*) as n from d "
+    "group by d.note order by d.note limit 20",
+    "select max(d.name) as hi, min(d.name) as lo from f join d on f.k = d.k where f.v < 500",
 )
 
 
