@@ -482,11 +482,32 @@ def _rows_only(t: Table) -> Table:
     return Table({"\0rows": Column(np.zeros(t.num_rows, np.int8), "int")})
 
 
+def _raw_entries(columns: list[Column]) -> tuple[strings.Entries, np.ndarray]:
+    """Raw string columns of several files as one: their entries one after another, each
+    part's codes moved past the entries before it."""
+    import pyarrow as pa
+
+    words = [strings.arrow(c.dictionary) for c in columns]
+    if any(pa.types.is_large_string(w.type) for w in words) or sum(
+            w.nbytes for w in words) >= 2**31:
+        words = [w.cast(pa.large_string()) for w in words]
+    else:
+        words = [w.cast(pa.string()) for w in words]
+    bases = np.cumsum([0] + [len(w) for w in words])
+    dtype = np.int32 if bases[-1] < 2**31 else np.int64
+    values = np.concatenate([np.asarray(c.values, dtype) + dtype(b)
+                             for c, b in zip(columns, bases, strict=False)])
+    return strings.Entries(pa.concat_arrays(words)), values
+
+
 def _concat(parts: list[Table], comm: Any) -> Table:
     cols = {}
     for name, first in parts[0].columns.items():
         dictionary = first.dictionary
-        if first.kind == "string":  # parts read separately: one dictionary for all
+        if first.kind == "string" and all(p[name].raw for p in parts):
+            # raw entries (this rank's, not merged over the ranks) stay raw, one after another
+            dictionary, values = _raw_entries([p[name] for p in parts])
+        elif first.kind == "string":  # parts read separately: one dictionary for all
             dictionary = strings.merge([p[name].dictionary for p in parts])
             values = np.concatenate([  # a part without entries has only nulls: code 0
                 strings.remap(p[name].dictionary, dictionary)[p[name].values]

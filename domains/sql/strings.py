@@ -15,7 +15,7 @@ from hpc.jit import serial_below
 
 __all__ = [
     "Entries", "compare", "allgather", "arrow", "to_numpy", "sort_order", "sort_unique",
-    "bound", "like", "isin", "merge", "remap", "substring", "is_text",
+    "bound", "like", "isin", "merge", "remap", "substring", "is_text", "equal_codes",
 ]
 
 _by_id: dict[int, tuple[Any, Any]] = {}
@@ -220,6 +220,24 @@ def allgather(comm: Any, dictionary: np.ndarray) -> tuple[Any, int]:
     words = pa.Array.from_buffers(pa.string() if small else pa.large_string(), len(all_lengths),
                                   [None, pa.py_buffer(all_offsets), pa.py_buffer(all_blob)])
     return words, int(counts[: comm.Get_rank()].sum())
+
+
+def equal_codes(a: np.ndarray | Entries, b: np.ndarray | Entries
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """int64 numbers for the entries of two dictionaries (sorted or raw), equal exactly when
+    their strings are: each entry's first occurrence in ``a`` then ``b``, found by hashing
+    (:func:`.string_hash.first_rows`). For joins, which only ask equality: nothing is
+    sorted and no Python string is made."""
+    import pyarrow as pa
+
+    from .string_hash import first_rows
+
+    words = [_plain(arrow(d)) for d in (a, b)]
+    if any(pa.types.is_large_string(w.type) for w in words) or sum(
+            w.nbytes for w in words) >= 2**31:
+        words = [w.cast(pa.large_string()) for w in words]
+    first = first_rows(*_buffers(pa.concat_arrays(words)))
+    return first[: len(words[0])], first[len(words[0]):]
 
 
 def remap(dictionary: np.ndarray, merged: np.ndarray) -> np.ndarray:

@@ -15,7 +15,9 @@ Two kinds of column stay raw:
   output column, a bare GROUP BY key, a column joins, filters, sorts and limits carry
   without reading it, or one read entry by entry as above. MIN and MAX of a column count
   as passing it along (they compare its strings' bytes, no dictionary needed) when their
-  result is itself only passed along. It moves as row references
+  result is itself only passed along; COUNT and COUNT(DISTINCT) read it as they are (the
+  distinct strings found by hashing), and so does an equi-join on it (``l.s = r.s``: the
+  keys matched by hashing both sides' strings). It moves as row references
   through the joins and is settled once, on the rows that remain (a customer's name and
   address beside a top-20 of revenue: 20 rows, not the whole table). The operators settle
   it where they must: an exchange before shipping rows, an aggregate whose other keys do
@@ -71,12 +73,18 @@ def carried_columns(plan: P.Node) -> set[str]:
                     # under a new name, raw as long as that name is only passed along
                     renamed.setdefault(a.args[0].name, []).append(name)
                     blocked |= compared(a.filter) if a.filter is not None else set()
+                elif a.name == "count" and len(a.args) == 1 and isinstance(
+                        a.args[0], E.Ref) and not a.order:
+                    # NULLs counted, or distinct strings told apart by hashing their bytes
+                    blocked |= compared(a.filter) if a.filter is not None else set()
                 else:
                     blocked |= compared(a)
         elif isinstance(node, P.Window):
             for e in [*node.partition, *(k.expr for k in node.order),
                       *(w for _, w in node.functions)]:
                 blocked |= compared(e)
+        elif isinstance(node, P.Join) and node.condition is not None:
+            blocked |= {n for e in _join_reads(node) for n in compared(e)}
         elif not isinstance(node, P.Output):
             blocked |= {n for e in P.expressions(node) for n in compared(e)}
 
@@ -103,6 +111,27 @@ def compared(e: E.Expr) -> set[str]:
                 subject, E.Ref) and all(isinstance(a, E.Literal) for a in rest):
             return set()
     return {n for c in e.children for n in compared(c)}
+
+
+def _join_reads(node: P.Join) -> list[E.Expr]:
+    """The conjuncts of a join's condition that read strings other than as an equi-join key:
+    ``l.s = r.s``, one column of each side, is a key, matched by hashing the strings of both
+    dictionaries (:func:`~hpc.domains.sql.strings.equal_codes`), so its columns may be raw.
+    A null-aware join's conditions are all read."""
+    terms = E.conjuncts(node.condition)
+    if node.null_aware:
+        return terms
+    left = {f.name for f in node.left.schema}
+    right = {f.name for f in node.right.schema}
+
+    def key(e: E.Expr) -> bool:
+        if not (isinstance(e, E.Call) and e.name == "eq" and len(e.args) == 2
+                and all(isinstance(a, E.Ref) for a in e.args)):
+            return False
+        a, b = (x.name for x in e.args)
+        return (a in left and b in right) or (a in right and b in left)
+
+    return [t for t in terms if not key(t)]
 
 
 def _passed(pairs: tuple[tuple[str, E.Expr], ...], renamed: dict[str, list[str]],

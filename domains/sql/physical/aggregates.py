@@ -117,8 +117,13 @@ def fusable(agg: E.Aggregate) -> bool:
 
 def _key(col: Column, t: SQLType) -> np.ndarray:
     """Values that are equal exactly when SQL calls them equal (floats: -0.0 is 0.0, NaNs
-    are one value), as integers or floats that sort."""
+    are one value), as integers or floats that sort. Raw strings: the first entry holding
+    each string (:func:`~hpc.domains.sql.string_hash.first_rows`), no sorted dictionary."""
     v = col.values
+    if col.raw:
+        from hpc.domains.sql.string_hash import first_rows
+
+        return first_rows(*strings._buffers(strings._plain(col.dictionary.words)))[v]
     if v.dtype.kind == "f":
         v = np.where(np.isnan(v), np.nan, v + 0.0)
         return v.view(np.int64)
@@ -266,9 +271,7 @@ def _minmax(agg: E.Aggregate, ids: np.ndarray, ngroups: int, col: Column, t: SQL
     want_max = agg.name == "max"
     if col.raw:  # strings compared by their bytes; the result stays raw (settled above)
         from hpc.domains.sql.scan_kernels import group_minmax_strings
-        from hpc.domains.sql.strings import _buffers, _plain
-
-        offsets, data = _buffers(_plain(col.dictionary.words))
+        offsets, data = strings._buffers(strings._plain(col.dictionary.words))
         out, seen = group_minmax_strings(np.asarray(ids, np.int64), np.asarray(v),
                                          np.asarray(mask, bool), ngroups, offsets, data,
                                          want_max)

@@ -41,14 +41,12 @@ class Side:
 
 
 def _key_values(x: Column, y: Column) -> tuple[np.ndarray, np.ndarray]:
-    """Two key columns of one type as comparable int64 arrays (strings through a merged
-    dictionary, floats by value)."""
+    """Two key columns of one type as comparable int64 arrays (strings by the first entry of
+    either dictionary that holds them, found by hashing; floats by value)."""
     if x.kind == "string":
-        if x.dictionary is y.dictionary:
+        if x.dictionary is y.dictionary and not x.raw:
             return x.values.astype(np.int64), y.values.astype(np.int64)
-        merged = strings.merge([x.dictionary, y.dictionary])
-        rx = strings.remap(x.dictionary, merged).astype(np.int64)
-        ry = strings.remap(y.dictionary, merged).astype(np.int64)
+        rx, ry = strings.equal_codes(x.dictionary, y.dictionary)
         # (the remapping tables, from the host's dictionaries, go where the codes are)
         return (_xp().asarray(rx)[x.values] if len(rx) else _xp().zeros(len(x), np.int64),
                 _xp().asarray(ry)[y.values] if len(ry) else _xp().zeros(len(y), np.int64))

@@ -32,6 +32,12 @@ QUERIES = (
     "select d.note, min(d.name) as lo, max(d.name) as hi, count(*) as n from d "
     "group by d.note order by d.note limit 20",
     "select max(d.name) as hi, min(d.name) as lo from f join d on f.k = d.k where f.v < 500",
+    "select count(distinct d.name) as dn, count(d.name) as n from f join d on f.k = d.k "
+    "where f.v < 900",
+    # an equi-join on raw strings, the key exchanged or broadcast
+    "select a.note, count(*) as n from d a join d b on a.note = b.note group by a.note "
+    "order by a.note limit 5",
+    "select count(*) as n from d a join d b on a.name = b.name where a.k < 2000",
 )
 
 

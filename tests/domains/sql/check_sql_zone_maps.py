@@ -23,6 +23,10 @@ QUERIES = (
     "select u, count(*) as n from t where d >= DATE '1994-10-01' group by u order by u",
     "select count(*) as n from t where k between -400 and 300 and m < 500.00",
     "select count(*) as n, min(s) as s from p where k in (-450, 0, 450) or k is null",
+    # a raw string of a table of several files, carried to a gather: each rank's entries
+    # are its own (not merged over the ranks) until the exchange settles them
+    "select k, s from p where k > 0 order by k desc, s limit 6",
+    "select max(s) as s, count(distinct s) as d from p where k < 100",
 )
 
 

@@ -1,5 +1,6 @@
-"""Distinct strings by hashing, the sort of a subset of strings, and MIN/MAX of raw string
-columns: against Python's own set, sort and min/max, and against DuckDB."""
+"""Distinct strings by hashing, the sort of a subset of strings, and MIN/MAX and
+COUNT(DISTINCT) of raw string columns: against Python's own set, sort and min/max, and
+against DuckDB."""
 
 from __future__ import annotations
 
@@ -82,6 +83,13 @@ _QUERIES = (
     "select g, min(note) as lo, max(note) as hi from t group by g order by g",
     "select g, max(note) filter (where v > 50) as hi from t group by g order by g",
     "select max(t.note) as hi from t join u on t.g = u.g where u.w < 3",
+    "select count(distinct note) as d, count(note) as c, count(*) as n from t",
+    "select g, count(distinct note) filter (where v < 70) as d from t group by g order by g",
+    # equi-joins on raw strings (NULL keys never match), outer and semi
+    "select count(*) as n, count(distinct t.note) as d from t join u on t.note = u.tag",
+    "select t.g, t.note, u.w from t left join u on u.tag = t.note order by t.g, t.note, u.w",
+    "select count(*) as n from t where note in (select tag from u)",
+    "select count(*) as n from t where note not in (select tag from u where tag is not null)",
     # the result compared: its column is sorted, not raw
     "select g, max(note) as hi from t group by g having max(note) > 'm' order by hi, g",
     "select g, min(note) as lo from t group by g order by lo desc nulls last, g limit 3",
@@ -93,7 +101,7 @@ _QUERIES = (
 def test_min_max_of_raw_strings_equal_duckdb(tmp_path_factory, seed, n):
     """A free-text column stored plain (read raw: no sorted dictionary) with NULLs, empty
     strings and shared prefixes; MIN/MAX alone, grouped, filtered, past a join, and
-    compared afterwards."""
+    compared afterwards; COUNT and COUNT(DISTINCT); equi-joins on it."""
     root = tmp_path_factory.mktemp("raw")
     rng = np.random.default_rng(seed)
     words = ["".join(rng.choice(["m", "n", "é", "zz", " "], int(rng.integers(0, 9))))
@@ -102,12 +110,19 @@ def test_min_max_of_raw_strings_equal_duckdb(tmp_path_factory, seed, n):
     pq.write_table(pa.table({"g": rng.integers(0, 6, n), "v": rng.integers(0, 100, n),
                              "note": note}), root / "t.parquet", use_dictionary=False,
                    row_group_size=max(n // 3, 1))
-    pq.write_table(pa.table({"g": np.arange(6), "w": rng.integers(0, 6, 6)}), root / "u.parquet")
+    tags = [None if rng.random() < 0.1 else
+            "".join(rng.choice(["m", "n", "é", "zz", " "], int(rng.integers(0, 4))))
+            for _ in range(12)]
+    pq.write_table(pa.table({"g": np.arange(12) % 6, "w": rng.integers(0, 6, 12),
+                             "tag": pa.array(tags, pa.string())}), root / "u.parquet",
+                   use_dictionary=False)
     catalog = Catalog.from_directory(root)
     con = duckdb.connect()
     for t in ("t", "u"):
         con.execute(f"create view {t} as select * from read_parquet('{root / t}.parquet')")
-    assert "note (raw)" in explain(_QUERIES[0], catalog), "MIN/MAX did not read the column raw"
+    for sql in _QUERIES[:5]:
+        assert "note (raw)" in explain(sql, catalog), f"{sql}: the column is not read raw"
+    assert "tag (raw)" in explain(_QUERIES[6], catalog), "the join key is not read raw"
     for sql in _QUERIES:
         differs = differences(query(sql, catalog).to_pandas(), con.execute(sql).df(),
                               "order by" in sql)

@@ -98,9 +98,17 @@ def test_a_string_only_its_scan_filter_reads_per_entry_is_read_raw():
     (scan,) = [n for n in P.nodes(plan) if isinstance(n, P.Scan)]
     assert scan.raw == ("s",) and "s (raw)" in P.explain(plan)
     for sql in ("SELECT COUNT(*) FROM a WHERE s || 'y' = 'x'",  # not per entry
-                "SELECT MAX(s) FROM a WHERE k > 1"):  # not read by the filter
+                "SELECT MEDIAN(s) FROM a WHERE k > 1",  # ordered by an aggregate
+                "SELECT k, MAX(s) AS m FROM a GROUP BY k ORDER BY m",  # MAX's result sorted
+                "SELECT COUNT(*) FROM a JOIN b ON a.s < b.y"):  # not an equi-join key
         plan = raw_strings(_plan(sql))
         assert all(not n.raw for n in P.nodes(plan) if isinstance(n, P.Scan)), sql
+    # MIN/MAX compare bytes, COUNT(DISTINCT) and equi-join keys hash them: raw
+    for sql in ("SELECT MAX(s), MIN(s) FROM a WHERE k > 1",
+                "SELECT k, COUNT(DISTINCT s) FROM a GROUP BY k",
+                "SELECT COUNT(*) FROM a JOIN b ON a.s = b.y"):
+        plan = raw_strings(_plan(sql))
+        assert any("s" in n.raw for n in P.nodes(plan) if isinstance(n, P.Scan)), sql
     # read again above the filter (compared by a sort): raw below it, settled by it on the
     # rows it keeps
     plan = raw_strings(_plan("SELECT s FROM a WHERE s LIKE '%x%' ORDER BY s"))
@@ -121,7 +129,12 @@ def test_a_string_only_its_scan_filter_reads_per_entry_is_read_raw():
     ("SELECT k, s, SUM(x) FROM a GROUP BY k, s", {"a.s"}),  # a key: settled if not determined
     ("SELECT s FROM a ORDER BY s", set()),  # compared by the sort
     ("SELECT DISTINCT s FROM a", set()),
-    ("SELECT MAX(s) FROM a", set()),
+    ("SELECT MAX(s) FROM a", {"a.s"}),  # bytes compared in the aggregate, result passed on
+    ("SELECT MAX(s) AS m FROM a GROUP BY k ORDER BY m", set()),  # MAX's result compared
+    ("SELECT MEDIAN(s) FROM a", set()),
+    ("SELECT COUNT(DISTINCT s) FROM a", {"a.s"}),  # told apart by hashing
+    ("SELECT a.k FROM a JOIN b ON a.s = b.y", {"a.s", "b.y"}),  # an equi-join key: hashed
+    ("SELECT a.k FROM a JOIN b ON a.s < b.y", set()),
     ("SELECT lower(s) FROM a", {"a.s"}),  # a per-entry function: its result is sorted
     ("SELECT s FROM a ORDER BY substring(s, 2, 3)", {"a.s"}),
     ("SELECT COUNT(*) FROM a WHERE length(s) > 3 AND s IN ('ab', 'cd')", {"a.s"}),
