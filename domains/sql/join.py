@@ -9,6 +9,10 @@ pass writes the pairs, so the output is ordered by probe row, then build row: th
 thread count. Unique, densely spread build keys skip the hashing (an array of build rows
 indexed by key); membership tests against a table much smaller than the probe go through a
 filter of tag bits first; large inputs are radix-partitioned into cache-sized tables.
+Against unique, dense build keys a probe whose sampled rows all match (foreign keys) is paired
+in one pass, each chunk of probe rows at its own rows' places, with no count pass. Row numbers
+are int32 while both sides have at most 2**31 rows (:func:`pair_dtype`): half the bytes of
+the pairs written here and read again by every gather of a joined column.
 
 The kernels' loops index rows, slots and output places with unsigned integers: numba tests a
 signed index for being negative (and wraps it round the array's end) on every access, which
@@ -20,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["hash_join", "matched", "HOW"]
+__all__ = ["hash_join", "matched", "pair_dtype", "HOW"]
 
 HOW = ("inner", "left", "semi", "anti")
 
@@ -296,6 +300,66 @@ def direct_fill(probe, valid, lo, span, pos, hit, offsets, left, right):  # type
                           probe, valid, lo, span, pos, hit, left, right)
 
 
+@njit(nogil=True, cache=True)
+def _direct_place_rows(a, e, probe, valid, lo, span, pos, left, right):  # type: ignore[no-untyped-def]
+    # pairs of rows a to e at places a on (a probe row pairs at most once, so a chunk's
+    # pairs fit in its own rows' places); returns how many. A flat loop writes every row (a
+    # chunk of foreign keys, all matching, is then done); a chunk with a miss is written
+    # again by the cursor loop, its keys now in cache (the last place may get a non-match,
+    # past the count: never past row e - 1, so never into the next chunk)
+    a, e = np.uint64(a), np.uint64(e)
+    m = np.uint64(0)
+    for i in range(a, e):
+        j = _direct_row(i, probe, valid, lo, span, pos, None)
+        left[i] = i
+        right[i] = j
+        m += np.uint64(j >= 0)
+    if m == e - a:
+        return m
+    o = a
+    for i in range(a, e):
+        j = _direct_row(i, probe, valid, lo, span, pos, None)
+        left[o] = i
+        right[o] = j
+        o += np.uint64(j >= 0)
+    return m
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def direct_place(probe, valid, lo, span, pos, counts, left, right):  # type: ignore[no-untyped-def]
+    # chunk c's pairs from place c * _CHUNK on, their number into counts[c]: one pass over
+    # the probe keys where count-then-fill reads them twice (and, past L1, writes and reads
+    # each row's build row between the passes)
+    n = probe.shape[0]
+    if n <= _SERIAL_ROWS:
+        for c in range(counts.shape[0]):
+            counts[c] = _direct_place_rows(c * _CHUNK, min(n, (c + 1) * _CHUNK), probe, valid,
+                                           lo, span, pos, left, right)
+        return
+    for c in prange(counts.shape[0]):
+        counts[c] = _direct_place_rows(c * _CHUNK, min(n, (c + 1) * _CHUNK), probe, valid, lo,
+                                       span, pos, left, right)
+
+
+@njit(nogil=True, cache=True)
+def _move_chunk(c, counts, offsets, left, right, out_left, out_right):  # type: ignore[no-untyped-def]
+    a, o = np.uint64(c * _CHUNK), np.uint64(offsets[c])
+    for t in range(np.uint64(counts[c])):
+        out_left[o + t] = left[a + t]
+        out_right[o + t] = right[a + t]
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def compact_chunks(counts, offsets, left, right, out_left, out_right):  # type: ignore[no-untyped-def]
+    # chunk c's counts[c] pairs at places c * _CHUNK on to offsets[c] on, in new arrays
+    if counts.shape[0] * _CHUNK <= _SERIAL_ROWS:
+        for c in range(counts.shape[0]):
+            _move_chunk(c, counts, offsets, left, right, out_left, out_right)
+        return
+    for c in prange(counts.shape[0]):
+        _move_chunk(c, counts, offsets, left, right, out_left, out_right)
+
+
 @njit(inline="always", cache=True)
 def _lookup_row(i, probe, valid, lo, span, pos, right):  # type: ignore[no-untyped-def]
     j = np.int64(pos[min(np.uint64(probe[i] - lo), span)])
@@ -561,13 +625,15 @@ def radix_fill(pkeys, porder, pstart, bkeys, border, bstart, outer, offsets, lef
                 o += np.uint64(1)
 
 
-def _radix_join(p: np.ndarray, b: np.ndarray, outer: bool) -> tuple[np.ndarray, np.ndarray]:
+def _radix_join(p: np.ndarray, b: np.ndarray, outer: bool,
+                rows: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """Inner or left join by radix partitions of about 1024 build rows (tables that stay in
     L2: measured 3-4x faster than 4096 rows here); pairs ordered by partition, then probe
     row, then build row (any thread count). Pairs are counted per partition, not per probe
-    row, so no count array as long as the probe is written."""
+    row, so no count array as long as the probe is written. Row numbers of dtype ``rows``
+    (:func:`pair_dtype`), the partitions' row orders included."""
     bits = int(min(14, max(4, np.ceil(np.log2(max(len(b), 1) / 1024)))))
-    porder, border = np.empty(len(p), np.int64), np.empty(len(b), np.int64)
+    porder, border = np.empty(len(p), rows), np.empty(len(b), rows)
     pkeys, bkeys = np.empty(len(p), np.int64), np.empty(len(b), np.int64)
     pstart = radix_partition(p, bits, porder, pkeys)
     bstart = radix_partition(b, bits, border, bkeys)
@@ -575,8 +641,8 @@ def _radix_join(p: np.ndarray, b: np.ndarray, outer: bool) -> tuple[np.ndarray, 
     radix_count(pkeys, pstart, bkeys, bstart, outer, totals)
     offsets = np.zeros(len(totals) + 1, dtype=np.int64)
     np.cumsum(totals, out=offsets[1:])
-    left = np.empty(int(offsets[-1]), dtype=np.int64)
-    right = np.empty(int(offsets[-1]), dtype=np.int64)
+    left = np.empty(int(offsets[-1]), dtype=rows)
+    right = np.empty(int(offsets[-1]), dtype=rows)
     radix_fill(pkeys, porder, pstart, bkeys, border, bstart, outer, offsets, left, right)
     return left, right
 
@@ -616,10 +682,11 @@ def hash_join(
     Returns
     -------
     (ndarray, ndarray)
-        int64 row indices, ordered by probe row, then build row; inner and left joins of
-        large inputs (``RADIX_MIN``) are radix-partitioned and ordered by partition first,
-        except against unique, densely spread build keys (``_DIRECT_SPAN``), which are
-        looked up by key and stay in probe order.
+        Row indices of dtype :func:`pair_dtype` ``(len(probe), len(build))``: int32 while
+        both sides have at most 2**31 rows, else int64. Ordered by probe row, then build row;
+        inner and left joins of large inputs (``RADIX_MIN``) are radix-partitioned and
+        ordered by partition first, except against unique, densely spread build keys
+        (``_DIRECT_SPAN``), which are looked up by key and stay in probe order.
     """
     if how not in HOW:
         raise ValueError(f"how={how!r}: expected one of {HOW}")
@@ -628,6 +695,7 @@ def hash_join(
             raise TypeError(f"{name} keys: need a 1-D integer array, got {keys.dtype} {keys.shape}")
     p = probe.astype(np.int64, copy=False)
     b = build.astype(np.int64, copy=False)
+    rows = pair_dtype(len(p), len(b))
     if build_valid is not None:  # null build keys never match: leave them out of the table
         kept = np.flatnonzero(build_valid)
         b = b[kept]
@@ -637,23 +705,41 @@ def hash_join(
             b = b[_contains(b, _key_set(p))]  # only the build keys some probe row has
             key_range = _key_range(b)
         hit_mask = _member(p, b, probe_valid, key_range)
-        rows = np.flatnonzero(hit_mask if how == "semi" else ~hit_mask)
-        return rows, np.full(len(rows), -1, dtype=np.int64)
-    pairs = _direct_join(p, probe_valid, b, how == "left", key_range)
+        found = _mask_rows(hit_mask, how == "semi", rows)
+        return found, np.full(len(found), -1, dtype=rows)
+    pairs = _direct_join(p, probe_valid, b, how == "left", key_range, rows)
     if pairs is None and RANK_JOIN:
-        pairs = _rank_join(p, probe_valid, b, how == "left", key_range)
+        pairs = _rank_join(p, probe_valid, b, how == "left", key_range, rows)
     left, right = pairs if pairs is not None else _hashed_join(p, probe_valid, b, how,
-                                                                 key_range)
+                                                                 key_range, rows)
     if build_valid is not None:  # back to the caller's build rows
         hit = right >= 0
         right[hit] = kept[right[hit]]
     return left, right
 
 
+# both sides of at most this many rows get int32 row numbers (-1 and every row fit)
+_NARROW_ROWS = 1 << 31
+# pairs as int32 where the rows allow it: a join whose every probe row matches writes a pair
+# per row and every joined column's gather reads it back, half of those bytes row numbers at
+# int64 (see docs/sql.md)
+NARROW_PAIRS = True
+
+
+def pair_dtype(n_probe: int, n_build: int) -> np.dtype:
+    """The dtype of :func:`hash_join`'s row numbers for sides of ``n_probe`` and ``n_build``
+    rows: int32 when both have at most 2**31 rows (``NARROW_PAIRS``), else int64."""
+    if NARROW_PAIRS and max(n_probe, n_build) <= _NARROW_ROWS:
+        return np.dtype(np.int32)
+    return np.dtype(np.int64)
+
+
 def _hashed_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, how: str,
-                 key_range: tuple[int, int] | None) -> tuple[np.ndarray, np.ndarray]:
+                 key_range: tuple[int, int] | None,
+                 dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """Inner or left join by hashing: screened by a match mask first when a sample says few
-    probe rows match, radix-partitioned for large inputs, else one table."""
+    probe rows match, radix-partitioned for large inputs, else one table. Row numbers of
+    ``dtype``."""
     rows = table = groups = None
     if how == "inner" and len(p) >= _SCREEN_ROWS and (
             _match_fraction(p, valid, b) < _SCREEN_FRACTION):
@@ -662,18 +748,18 @@ def _hashed_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, how: st
         else:  # the table that answers the screen also pairs the rows
             table, groups = _hash_table(b)
             hit_mask = _contains(p, table, valid)
-        rows = np.flatnonzero(hit_mask)  # pair the matching rows only
+        rows = _mask_rows(hit_mask, True, dtype)  # pair the matching rows only
         p, valid = p[rows], None
     big = len(b) >= RADIX_MIN[0] and len(p) >= RADIX_MIN[1]
     if big and (valid is None or how == "inner"):
-        some = None if valid is None else np.flatnonzero(valid)
-        left, right = _radix_join(p if some is None else p[some], b, how == "left")
+        some = None if valid is None else _mask_rows(valid, True, dtype)
+        left, right = _radix_join(p if some is None else p[some], b, how == "left", dtype)
         if some is not None:
             left = some[left]
     else:
         if table is None:
             table, groups = _hash_table(b)
-        left, right = _plain_join(p, valid, table, groups, how == "left")
+        left, right = _plain_join(p, valid, table, groups, how == "left", dtype)
     if rows is not None:  # back to the caller's probe rows
         left = rows[left]
     return left, right
@@ -692,10 +778,13 @@ _DIRECT_CACHED = 1 << 13
 
 
 def _direct_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, outer: bool,
-                 key_range: tuple[int, int] | None) -> tuple[np.ndarray, np.ndarray] | None:
+                 key_range: tuple[int, int] | None,
+                 rows: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Inner or left join against unique, densely spread build keys by an array of build
-    rows indexed by key (pairs ordered by probe row); ``None`` when the build keys repeat
-    or spread too wide for it."""
+    rows indexed by key (pairs ordered by probe row, row numbers of dtype ``rows``, by
+    default :func:`pair_dtype`); ``None`` when the build keys repeat or spread too wide for
+    it."""
+    rows = pair_dtype(len(p), len(b)) if rows is None else rows
     if key_range is None or len(b) >= 2**31 or key_range[1] > _DIRECT_SPAN * len(b):
         return None
     lo, span = key_range
@@ -704,9 +793,11 @@ def _direct_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, outer: 
         return None
     uspan = np.uint64(span)
     if outer:
-        right = np.empty(len(p), dtype=np.int64)
+        right = np.empty(len(p), dtype=rows)
         direct_lookup(p, valid, lo, uspan, pos, right)
-        return np.arange(len(p), dtype=np.int64), right
+        return np.arange(len(p), dtype=rows), right
+    if len(p) >= _PLACE_ROWS and _sample_matches(p, valid, lo, span, pos):
+        return _direct_placed(p, valid, lo, uspan, pos, rows)
     # a lookup array in cache is read again by the fill pass; a larger one once, each
     # row's build row kept for the fill pass (4 bytes a row instead of a second cache miss)
     hit = None if span < _DIRECT_CACHED else np.empty(len(p), dtype=np.int32)
@@ -714,24 +805,76 @@ def _direct_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, outer: 
     direct_count(p, valid, lo, uspan, pos, counts, hit)
     offsets = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    left = np.empty(int(offsets[-1]), dtype=np.int64)
-    right = np.empty(int(offsets[-1]), dtype=np.int64)
+    left = np.empty(int(offsets[-1]), dtype=rows)
+    right = np.empty(int(offsets[-1]), dtype=rows)
     direct_fill(p, valid, lo, uspan, pos, hit, offsets, left, right)
     return left, right
+
+
+# probes of at least this many rows whose sampled rows (about _SAMPLE of them) all match
+# (foreign keys: every row of a fact table has its dimension row) are paired in one pass,
+# at the places of their own rows (:func:`direct_place`), not counted first (the count pass
+# read the keys a second time; docs/sql.md has the measurements)
+_PLACE_ROWS = 1 << 16
+_SAMPLE = 4096
+PLACE_DIRECT = True
+
+
+def _sample_matches(p: np.ndarray, valid: np.ndarray | None, lo: int, span: int,
+                    pos: np.ndarray) -> bool:
+    """Whether every one of about :data:`_SAMPLE` evenly spaced probe rows has a build row
+    (``pos``: the build rows indexed by key - lo, ``pos[span]`` -1)."""
+    if not PLACE_DIRECT:
+        return False
+    step = max(1, len(p) // _SAMPLE)
+    # key - lo wraps round for keys far below lo: unsigned, they fall past the span
+    at = np.minimum((p[::step] - lo).view(np.uint64), np.uint64(span))
+    found = pos[at] >= 0
+    if valid is not None:
+        found &= valid[::step].astype(bool, copy=False)
+    return bool(found.all())
+
+
+def _direct_placed(p: np.ndarray, valid: np.ndarray | None, lo: int, uspan: np.uint64,
+                   pos: np.ndarray, rows: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The key-indexed inner join in one pass (:func:`direct_place`): every chunk of probe
+    rows paired at its own rows' places; returned as they are when every row matched, else
+    each chunk's pairs moved to their places in new arrays (still ordered by probe row)."""
+    counts = np.empty(-(-len(p) // _CHUNK), dtype=np.int64)
+    left, right = np.empty(len(p), dtype=rows), np.empty(len(p), dtype=rows)
+    direct_place(p, valid, lo, uspan, pos, counts, left, right)
+    offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    if offsets[-1] == len(p):
+        return left, right
+    out_left = np.empty(int(offsets[-1]), dtype=rows)
+    out_right = np.empty(int(offsets[-1]), dtype=rows)
+    compact_chunks(counts, offsets, left, right, out_left, out_right)
+    return out_left, out_right
+
+
+def _mask_rows(mask: np.ndarray, want: bool, dtype: np.dtype) -> np.ndarray:
+    """The rows where ``mask`` is ``want`` as ``dtype``: ``np.flatnonzero`` (one thread,
+    SIMD counting: measured 3x faster on 5M rows than counting and placing them per chunk
+    on two busy cores) and a conversion of the rows found."""
+    return np.flatnonzero(mask if want else ~mask).astype(dtype, copy=False)
 
 
 RANK_JOIN = True  # unique build keys within a bitmap's reach: looked up by rank (_rank_join)
 
 
 def _rank_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, outer: bool,
-               key_range: tuple[int, int] | None) -> tuple[np.ndarray, np.ndarray] | None:
+               key_range: tuple[int, int] | None,
+               rows: np.dtype | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Inner or left join against unique build keys at most :data:`_BITMAP_SPAN` values
     apart on average, too sparse for :func:`_direct_join`'s array of rows (a year of
     order keys: 227k keys over 6M values): a key's build row is found from its bit
     and the count of bits set below it (a prefix count per 64-bit word), so a lookup reads
     span / 8 + span / 16 bytes that stay in cache, with no hashing and no probing loop.
-    Pairs ordered by probe row; ``None`` when the keys repeat, the range is too wide, or the
-    probe too short to pay for the bitmap."""
+    Pairs ordered by probe row (row numbers of dtype ``rows``, by default
+    :func:`pair_dtype`); ``None`` when the keys repeat, the range is too wide, or the probe
+    too short to pay for the bitmap."""
+    rows = pair_dtype(len(p), len(b)) if rows is None else rows
     if key_range is None or len(b) >= 2**31:
         return None
     lo, span = key_range
@@ -749,15 +892,15 @@ def _rank_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, outer: bo
         return None  # a key repeats
     uspan = np.uint64(span)
     if outer:
-        right = np.empty(len(p), dtype=np.int64)
+        right = np.empty(len(p), dtype=rows)
         rank_lookup(p, valid, lo, uspan, bits, before, row_of, right)
-        return np.arange(len(p), dtype=np.int64), right
+        return np.arange(len(p), dtype=rows), right
     # which rows match (a flat pass that vectorises: a loop that counts or places pairs as
     # it goes does not, measured 10x slower), then the build rows of those alone
     hit = np.empty(len(p), dtype=bool)
     in_bitmap(p, valid, lo, uspan, bits, hit)
-    left = np.flatnonzero(hit)
-    right = np.empty(len(left), dtype=np.int64)
+    left = _mask_rows(hit, True, rows)
+    right = np.empty(len(left), dtype=rows)
     # the matched keys gathered first (NumPy's take): read through ``left`` inside the
     # kernel, they were measured 30x slower
     rank_rows(p[left], lo, bits, before, row_of, right)
@@ -765,17 +908,19 @@ def _rank_join(p: np.ndarray, valid: np.ndarray | None, b: np.ndarray, outer: bo
 
 
 def _plain_join(p: np.ndarray, valid: np.ndarray | None, table: np.ndarray,
-                groups: tuple[np.ndarray, np.ndarray],
-                outer: bool) -> tuple[np.ndarray, np.ndarray]:
+                groups: tuple[np.ndarray, np.ndarray], outer: bool,
+                dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """Inner or left join of probe keys ``p`` against one hash table (count, prefix sum,
-    fill); pairs ordered by probe row, then build row. A null probe key matches nothing."""
-    counts, hit = np.empty(len(p), np.int64), np.empty(len(p), np.int64)
+    fill); pairs ordered by probe row, then build row, of ``dtype``. A null probe key
+    matches nothing."""
+    # (each row's key group in ``dtype`` too: groups number at most the build rows)
+    counts, hit = np.empty(len(p), np.int64), np.empty(len(p), dtype)
     bounds, rows = groups
     count(p, valid, table, bounds, outer, counts, hit)
     offsets = np.zeros(len(p) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    left = np.empty(int(offsets[-1]), dtype=np.int64)
-    right = np.empty(int(offsets[-1]), dtype=np.int64)
+    left = np.empty(int(offsets[-1]), dtype=dtype)
+    right = np.empty(int(offsets[-1]), dtype=dtype)
     fill(hit, bounds, rows, offsets, left, right)
     return left, right
 

@@ -87,7 +87,8 @@ def test_sweep_shapes_equal_the_reference(n_build, n_probe, keys, base, swap, ke
     finally:
         join_module._DIRECT_CACHED, join_module.RADIX_MIN = old
     want_left, want_right = _pairs_reference(probe, build)
-    assert left.dtype == np.int64 and right.dtype == np.int64
+    # (int32 row numbers: both sides have under 2**31 rows, join.pair_dtype)
+    assert left.dtype == np.int32 and right.dtype == np.int32
     if radix:  # radix-partitioned pairs come by partition first
         got = np.lexsort((right, left))
         left, right = left[got], right[got]
