@@ -19,7 +19,7 @@ from hpc.jit import serial_below
 
 __all__ = ["gather_parallel", "decimal_to_float", "decimal_gather",
            "sort_strings", "distinct_sorted", "like_parts", "horspool_shifts", "codes_into",
-           "differs_in_group", "read_only_list", "group_minmax_strings"]
+           "differs_in_group", "read_only_list", "group_minmax_strings", "kth_string"]
 
 _SMALL = 16  # runs this short are insertion-sorted by direct comparison
 _WORDS = 4  # 8-byte words of each string's start carried through the sort
@@ -335,6 +335,50 @@ def group_minmax_strings(ids, codes, mask, ngroups, offsets, data, want_max):  #
                 if better:
                     out[g] = c
     return out, seen
+
+
+@njit(inline="always", cache=True)
+def _worse(offsets, data, a, b, want_max):  # type: ignore[no-untyped-def]
+    # string a ranks after string b (ascending: a > b; descending: a < b)
+    return _less(offsets, data, a, b, 0) if want_max else _less(offsets, data, b, a, 0)
+
+
+@njit(nogil=True, cache=True)
+def kth_string(codes, mask, offsets, data, k, want_max):  # type: ignore[no-untyped-def]
+    """The code of the ``k``-th least string (``want_max``: greatest) in byte order among the
+    rows where ``mask``, or -1 when fewer rows have one: a heap of the ``k`` best seen, its
+    root the worst of them, replaced only by a better string (rare in a long column)."""
+    heap = np.empty(k, dtype=np.int64)
+    size = 0
+    for i in range(codes.shape[0]):
+        if not mask[i]:
+            continue
+        c = np.int64(codes[i])
+        if size < k:
+            j = size
+            heap[j] = c
+            size += 1
+            while j > 0:
+                up = (j - 1) // 2
+                if not _worse(offsets, data, heap[j], heap[up], want_max):
+                    break
+                heap[j], heap[up] = heap[up], heap[j]
+                j = up
+        elif _worse(offsets, data, heap[0], c, want_max):
+            heap[0] = c
+            j = 0
+            while True:
+                a, b = 2 * j + 1, 2 * j + 2
+                w = j
+                if a < size and _worse(offsets, data, heap[a], heap[w], want_max):
+                    w = a
+                if b < size and _worse(offsets, data, heap[b], heap[w], want_max):
+                    w = b
+                if w == j:
+                    break
+                heap[j], heap[w] = heap[w], heap[j]
+                j = w
+    return heap[0] if size == k and k > 0 else -1
 
 
 @njit(parallel=True, nogil=True, cache=True)

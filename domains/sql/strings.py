@@ -16,6 +16,7 @@ from hpc.jit import serial_below
 __all__ = [
     "Entries", "compare", "allgather", "arrow", "to_numpy", "sort_order", "sort_unique",
     "bound", "like", "isin", "merge", "remap", "substring", "is_text", "equal_codes",
+    "entry_ids",
 ]
 
 _by_id: dict[int, tuple[Any, Any]] = {}
@@ -220,6 +221,14 @@ def allgather(comm: Any, dictionary: np.ndarray) -> tuple[Any, int]:
     words = pa.Array.from_buffers(pa.string() if small else pa.large_string(), len(all_lengths),
                                   [None, pa.py_buffer(all_offsets), pa.py_buffer(all_blob)])
     return words, int(counts[: comm.Get_rank()].sum())
+
+
+def entry_ids(entries: Entries) -> np.ndarray:
+    """For every raw entry, the first entry holding the same string (int64): equal exactly
+    when the strings are, found by hashing (:func:`.string_hash.first_rows`), unsorted."""
+    from .string_hash import first_rows
+
+    return first_rows(*_buffers(_plain(entries.words)))
 
 
 def equal_codes(a: np.ndarray | Entries, b: np.ndarray | Entries

@@ -13,11 +13,12 @@ Two kinds of column stay raw:
   (``Filter.settle``: a sorted dictionary of the strings of the rows the filter keeps).
 - **Carried.** A column every operator above only passes along (late materialisation): an
   output column, a bare GROUP BY key, a column joins, filters, sorts and limits carry
-  without reading it, or one read entry by entry as above. MIN and MAX of a column count
-  as passing it along (they compare its strings' bytes, no dictionary needed) when their
-  result is itself only passed along; COUNT and COUNT(DISTINCT) read it as they are (the
-  distinct strings found by hashing), and so does an equi-join on it (``l.s = r.s``: the
-  keys matched by hashing both sides' strings). It moves as row references
+  without reading it, or one read entry by entry as above. Some operators read it without a
+  sorted dictionary, so they count as passing it along too: MIN and MAX (they compare its
+  strings' bytes; their result is the column under a new name), COUNT and COUNT(DISTINCT)
+  (distinct strings found by hashing), an equi-join key (``l.s = r.s``: both sides' strings
+  hashed) and a bare ORDER BY key under a LIMIT (the k-th string found by a selection over
+  the bytes, only the rows that can make the cut settled). It moves as row references
   through the joins and is settled once, on the rows that remain (a customer's name and
   address beside a top-20 of revenue: 20 rows, not the whole table). The operators settle
   it where they must: an exchange before shipping rows, an aggregate whose other keys do
@@ -59,6 +60,8 @@ def carried_columns(plan: P.Node) -> set[str]:
     predicate of a filter."""
     blocked: set[str] = set()
     renamed: dict[str, list[str]] = {}
+    limited = {id(n.input) for n in P.nodes(plan) if isinstance(n, P.Limit)
+               and isinstance(n.input, P.Sort) and n.limit is not None}
     for node in P.nodes(plan):
         if isinstance(node, P.SetOp | P.Distinct):  # rows compared column by column
             blocked |= {f.name for child in node.inputs for f in child.schema}
@@ -83,6 +86,11 @@ def carried_columns(plan: P.Node) -> set[str]:
             for e in [*node.partition, *(k.expr for k in node.order),
                       *(w for _, w in node.functions)]:
                 blocked |= compared(e)
+        elif isinstance(node, P.Sort) and id(node) in limited:
+            # ORDER BY ... LIMIT: a bare column key is ranked by its bytes for the cut, and
+            # settled on the rows that make it (the executor's top-k selection)
+            blocked |= {n for k in node.keys if not isinstance(k.expr, E.Ref)
+                        for n in compared(k.expr)}
         elif isinstance(node, P.Join) and node.condition is not None:
             blocked |= {n for e in _join_reads(node) for n in compared(e)}
         elif not isinstance(node, P.Output):

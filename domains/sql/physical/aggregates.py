@@ -118,12 +118,10 @@ def fusable(agg: E.Aggregate) -> bool:
 def _key(col: Column, t: SQLType) -> np.ndarray:
     """Values that are equal exactly when SQL calls them equal (floats: -0.0 is 0.0, NaNs
     are one value), as integers or floats that sort. Raw strings: the first entry holding
-    each string (:func:`~hpc.domains.sql.string_hash.first_rows`), no sorted dictionary."""
+    each string (:func:`~hpc.domains.sql.strings.entry_ids`), no sorted dictionary."""
     v = col.values
     if col.raw:
-        from hpc.domains.sql.string_hash import first_rows
-
-        return first_rows(*strings._buffers(strings._plain(col.dictionary.words)))[v]
+        return strings.entry_ids(col.dictionary)[v]
     if v.dtype.kind == "f":
         v = np.where(np.isnan(v), np.nan, v + 0.0)
         return v.view(np.int64)

@@ -10,7 +10,8 @@ from hpc.domains.sql.table import Column, settle
 from .aggregates import sort_rank
 from .device import backend, xp
 
-__all__ = ["carried_keys", "differing_rows", "group_keys", "sort_order", "stack"]
+__all__ = ["carried_keys", "differing_rows", "group_keys", "sort_order", "stack",
+           "top_candidates"]
 
 
 def group_keys(cols: list[Column], n: int) -> tuple[np.ndarray, int, np.ndarray]:
@@ -35,14 +36,15 @@ def group_keys(cols: list[Column], n: int) -> tuple[np.ndarray, int, np.ndarray]
 
 
 def carried_keys(keys: list[Column]) -> tuple[list[Column], tuple | None]:
-    """GROUP BY ``keys`` with their raw string columns (carried, see
-    :mod:`..optimizer.raw_strings`) settled, except those the other keys determine: grouped
-    by the settled keys, a raw key that holds one string (or NULL) in every group adds no
-    group and stays raw (``GROUP BY c_custkey, c_name``), so the caller groups by the
-    settled keys alone and takes the raw ones from each group's first row. Decided on this
-    rank's rows: an exchange settles whatever stays raw before it ships rows. Also returns
-    the grouping by the settled keys where it is the answer (every raw key kept), else
-    None."""
+    """GROUP BY ``keys`` with raw string columns among them (carried, see
+    :mod:`..optimizer.raw_strings`), none of them sorted: a raw key that holds one string (or
+    NULL) in every group of the other keys adds no group (``GROUP BY c_custkey, c_name``), so
+    the grouping is by the other keys alone and the raw one is taken from each group's first
+    row; the other raw keys group by their strings' first entries (found by hashing,
+    :func:`~hpc.domains.sql.strings.entry_ids`). Decided on this rank's rows: an exchange
+    settles whatever stays raw before it ships rows. Returns the keys as they are (the raw
+    ones stay raw: settled above where something compares them) and the grouping where it
+    differs from that of the keys that are not raw, else None."""
     raw = [j for j, k in enumerate(keys) if k.raw]
     if not raw:
         return keys, None
@@ -52,8 +54,11 @@ def carried_keys(keys: list[Column]) -> tuple[list[Column], tuple | None]:
     if others:
         grouped = group_keys(others, len(others[0]))
         keep = {j for j in raw if not differing_rows(grouped[0], grouped[2], keys[j])}
-    out = [settle(k) if j in raw and j not in keep else k for j, k in enumerate(keys)]
-    return out, grouped if len(keep) == len(raw) else None
+    if len(keep) == len(raw):
+        return keys, grouped
+    hashed = [Column(strings.entry_ids(keys[j].dictionary)[np.asarray(keys[j].values)], "int",
+                     None, keys[j].valid) for j in raw if j not in keep]
+    return keys, group_keys(others + hashed, len(keys[0]))
 
 
 def differing_rows(ids: np.ndarray, first: np.ndarray, column: Column) -> int:
@@ -119,6 +124,46 @@ def sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
     if packed is not None:
         return np.argsort(packed, kind="stable")
     return x.lexsort(x.stack(arrays[::-1]))
+
+
+_TOP_MIN_ROWS = 4096  # fewer rows are sorted whole
+
+
+def top_candidates(col: Column, ascending: bool, k: int) -> np.ndarray | None:
+    """Rows that can be among the first ``k`` of an ORDER BY whose first key is ``col``: every
+    row whose value ties with or beats the ``k``-th best (by a selection, no sort) and every
+    NULL. A superset of the first ``k`` rows whatever the later keys, in row order; None when
+    the column is short, of floats or booleans, or has at most ``k`` values (sort it all).
+    Raw strings are ranked by their bytes (:func:`~hpc.domains.sql.scan_kernels.kth_string`)
+    with nothing sorted."""
+    n = len(col)
+    if k <= 0 or n < max(_TOP_MIN_ROWS, 2 * k) or xp() is not np:
+        return None
+    v = np.asarray(col.values)
+    valid = None if col.valid is None else np.asarray(col.valid, bool)
+    if col.raw:
+        from hpc.domains.sql.scan_kernels import kth_string
+
+        words = strings._plain(col.dictionary.words)
+        mask = np.ones(n, bool) if valid is None else valid
+        bound = kth_string(v, mask, *strings._buffers(words), k, not ascending)
+        if bound < 0:
+            return None
+        entries = strings.compare(col.dictionary, words[int(bound)].as_py(),
+                                  "less_equal" if ascending else "greater_equal")
+        keep = entries[v]
+    elif v.dtype.kind in "iu":
+        values = v if valid is None else v[valid]
+        if len(values) <= k:
+            return None
+        at = k - 1 if ascending else len(values) - k
+        bound = np.partition(values, at)[at]
+        keep = v <= bound if ascending else v >= bound
+    else:
+        return None
+    if valid is not None:
+        keep |= ~valid
+    return np.flatnonzero(keep)
 
 
 def _packed(arrays: list[np.ndarray], n: int) -> np.ndarray | None:

@@ -38,7 +38,7 @@ from hpc.jit import SERIAL_BELOW, serial_below
 
 from .aggregates import Sums, aggregate_column, fusable
 from .checked import group_sums_many
-from .columns import carried_keys, group_keys, sort_order, stack
+from .columns import carried_keys, group_keys, sort_order, stack, top_candidates
 from .device import kernels, running_on, xp
 from .evaluate import Batch, evaluate
 from .exchange import Ranks, agree, exchange, global_count_many, mark_global, skewed
@@ -249,6 +249,10 @@ class Executor:
     def _run(self, plan: P.Output) -> Table:
         seen = Counter(P.nodes(plan))
         self._shared = {node: None for node, count in seen.items() if count > 1}
+        # a sort only a LIMIT reads: the rows it keeps (offset + limit), see _sort
+        self._top = {n.input: n.offset + n.limit for n in seen if isinstance(n, P.Limit)
+                     and isinstance(n.input, P.Sort) and n.limit is not None
+                     and seen[n.input] == 1}
         self._grouped_filters = {id(n.input) for n in seen if isinstance(n, P.Aggregate)
                                  and isinstance(n.input, P.Filter) and n.phase != "final"
                                  and seen[n.input] == 1} if MASK_DENSE_FILTERS else set()
@@ -498,6 +502,13 @@ class Executor:
         side = self.side(node.input)
         batch = _batch(side)
         keys = [(evaluate(k.expr, batch), k.ascending, k.nulls_first) for k in node.keys]
+        top = self._top.get(node)
+        if top is not None and keys:  # under a LIMIT: only the rows that can make its cut
+            rows = top_candidates(keys[0][0], keys[0][1], top)
+            if rows is not None:
+                side = _take(side, rows)
+                keys = [(c.take(rows), a, f) for c, a, f in keys]
+        keys = [(settle(c), a, f) for c, a, f in keys]  # raw strings: sorted, on these rows
         return _take(side, sort_order(keys, side.nrows))
 
     def _limit(self, node: P.Limit) -> Side:

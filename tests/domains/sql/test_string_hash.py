@@ -12,7 +12,7 @@ from hpc.domains.sql import Catalog, query, strings
 from hpc.domains.sql.pipeline import explain
 from hpc.domains.sql.scan_kernels import group_minmax_strings, sort_strings
 from hpc.domains.sql.string_hash import first_rows
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.domains.sql.duckdb_agreement import differences
@@ -90,6 +90,14 @@ _QUERIES = (
     "select t.g, t.note, u.w from t left join u on u.tag = t.note order by t.g, t.note, u.w",
     "select count(*) as n from t where note in (select tag from u)",
     "select count(*) as n from t where note not in (select tag from u where tag is not null)",
+    # ORDER BY under a LIMIT: the cut found over the raw bytes (NULLs first or last, ties)
+    "select note, g, v from t order by note desc nulls first, g, v limit 7",
+    "select note, v from t order by note, v limit 5 offset 3",
+    "select g, v, note from t order by v desc, note nulls first, g limit 9",
+    # a raw GROUP BY key grouped by hashing, sorted only for the LIMIT's cut
+    "select note, count(*) as n, max(v) as m from t group by note order by n desc, note "
+    "limit 4",
+    "select g, note, count(*) as n from t group by g, note order by g, n, note limit 12",
     # the result compared: its column is sorted, not raw
     "select g, max(note) as hi from t group by g having max(note) > 'm' order by hi, g",
     "select g, min(note) as lo from t group by g order by lo desc nulls last, g limit 3",
@@ -97,11 +105,13 @@ _QUERIES = (
 
 
 @settings(max_examples=8, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(0, 400))
+@given(st.integers(0, 2**32 - 1), st.sampled_from([0, 1, 37, 400, 9000]))
+@example(seed=5, n=9000)  # past the row count where ORDER BY ... LIMIT selects before sorting
 def test_min_max_of_raw_strings_equal_duckdb(tmp_path_factory, seed, n):
     """A free-text column stored plain (read raw: no sorted dictionary) with NULLs, empty
     strings and shared prefixes; MIN/MAX alone, grouped, filtered, past a join, and
-    compared afterwards; COUNT and COUNT(DISTINCT); equi-joins on it."""
+    compared afterwards; COUNT and COUNT(DISTINCT); equi-joins on it; ORDER BY it under a
+    LIMIT; GROUP BY it."""
     root = tmp_path_factory.mktemp("raw")
     rng = np.random.default_rng(seed)
     words = ["".join(rng.choice(["m", "n", "é", "zz", " "], int(rng.integers(0, 9))))
