@@ -4,8 +4,10 @@ A fixed set of queries of the kind an analyst writes, none of them TPC-H's: wind
 (ROW_NUMBER with QUALIFY, RANK filtered in a derived table, a running SUM, LAG, a moving
 AVG, a share of a group total), set operations (UNION, INTERSECT, EXCEPT, UNION ALL), LEFT
 and FULL joins, string and date functions, ROLLUP, CUBE and GROUPING SETS,
-COALESCE/NULLIF/CASE, a correlated scalar subquery and COUNT(DISTINCT). The tables are
-``hpc bench tpch``'s (generated and cached per scale factor).
+COALESCE/NULLIF/CASE, a correlated scalar subquery and COUNT(DISTINCT), and free-text columns
+(nearly every row a distinct string: MIN/MAX, COUNT(DISTINCT), ORDER BY ... LIMIT, GROUP BY
+and an equi-join on them). The tables are ``hpc bench tpch``'s (generated and cached per
+scale factor).
 
 Ours: :func:`hpc.domains.sql.query` on every rank, on the CPU. Peer on rank 0: DuckDB with
 as many threads as our ranks times numba threads (capped at the cores), over views of the
@@ -220,6 +222,34 @@ SELECT o_orderpriority, o_orderstatus, COUNT(*) AS orders, AVG(o_totalprice) AS 
 FROM orders
 GROUP BY GROUPING SETS ((o_orderpriority, o_orderstatus), (o_orderpriority), ())
 ORDER BY o_orderpriority NULLS LAST, o_orderstatus NULLS LAST
+""",
+    # free text (1.5M orders' comments, nearly all distinct): MIN, MAX and COUNT(DISTINCT)
+    "comment_extremes": """
+SELECT o_orderstatus, MIN(o_comment) AS first_comment, MAX(o_comment) AS last_comment,
+       COUNT(DISTINCT o_comment) AS comments
+FROM orders
+GROUP BY o_orderstatus
+ORDER BY o_orderstatus
+""",
+    # the first rows by a free-text column (ORDER BY ... LIMIT)
+    "first_comments": """
+SELECT o_comment, o_orderkey, o_totalprice
+FROM orders
+ORDER BY o_comment, o_orderkey
+LIMIT 10
+""",
+    # grouped by a free-text column, its most repeated strings
+    "repeated_comments": """
+SELECT o_comment, COUNT(*) AS n
+FROM orders
+GROUP BY o_comment
+ORDER BY n DESC, o_comment
+LIMIT 10
+""",
+    # an equi-join on free-text keys of two tables
+    "shared_comments": """
+SELECT COUNT(*) AS pairs, COUNT(DISTINCT c.c_custkey) AS customers
+FROM orders o JOIN customer c ON o.o_comment = c.c_comment
 """,
     # correlated scalar subquery: orders above twice their customer's average order
     "large_orders": """
