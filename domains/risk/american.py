@@ -14,12 +14,14 @@ paths, a block's paths in one vector loop per pair of dates (Philox, Box-Muller 
 inline; an antithetic partner's spot as a quotient, no second exp), straight into a
 date-major layout: blocks of :func:`block_size` paths, each block ``(dates, block)``, so a
 date's spots are contiguous and nothing is transposed (in one process
-:func:`hpc.run.map_blocks` hands the drawn rows back without a copy). The second
+:func:`hpc.run.map_blocks` hands the drawn rows back without a copy); an odd count's last
+date has a loop of its own (no spot drawn for the unused sine of its pair). The second
 runs the whole backward induction with no Python work per date: one pass over the paths per
 date applies the previous date's exercise rule, discounts and accumulates the regression's
 normal equations (the power sums of the basis and its products with the cash flow) in
 per-block partial sums, added in block order (so the result does not depend on the thread
-count); the small system is then solved in the kernel. The basis is the polynomial in ``u =
+count); the small system is then solved in the kernel. A third forms the antithetic pair
+means in sample order, in place of NumPy's temporaries. The basis is the polynomial in ``u =
 (S/K - c) / s``, ``c`` and ``s`` the mean and deviation of the in-the-money ``S/K`` (from a
 fixed subsample of blocks, also by per-block sums in block order): the same column space as
 the powers of ``S/K``, so the same
@@ -142,8 +144,12 @@ def american_lsm(
     with serial_below(paths, _PARALLEL_PATHS):
         discount = math.exp(-model.rate * dt)
         _kernels(degree)._lsm_backward(spots, cash, part, samples, half, k, call, discount)
-    if antithetic:
-        cash = 0.5 * (cash[:, :half] + cash[:, half:])  # the pair means
+    if antithetic:  # the pair means, into the spots' memory (dead now: no new array)
+        reuse = spots.flags.writeable and spots.flags.c_contiguous  # (rows from Dask: maybe not)
+        means = spots.reshape(-1)[: nblocks * half] if reuse else np.empty(nblocks * half)
+        with serial_below(paths, _PARALLEL_PATHS):
+            _kernels(degree)._pair_means(cash, half, means)
+        cash = means
     cash = cash.reshape(-1)[:samples]
     estimate = float(cash.mean())
     stderr = float(cash.std(ddof=1) / math.sqrt(samples))
@@ -195,15 +201,15 @@ def _lsm_paths(out, first_block, k0, k1, stream, log_s0, increment, vsd, half): 
     ``exp``."""
     count, n, block = out.shape
     uhalf = np.uint64(half)
+    full = n - n % 2  # dates in whole pairs
     for b in prange(count):
         x = np.zeros(half)  # log-spot minus ln S0, summed in date order
-        spare = np.empty(block)  # n odd: the last pair's second date, drawn and dropped
         base = np.uint64(first_block + b) * uhalf
         drift = 0.0
-        for j in range(0, n, 2):
+        for j in range(0, full, 2):
             pair = np.uint64(j // 2)
             r1 = out[b, j]
-            r2 = out[b, j + 1] if j + 1 < n else spare
+            r2 = out[b, j + 1]
             g1 = _exp(2.0 * (log_s0 + (drift + increment)))
             drift = (drift + increment) + increment
             g2 = _exp(2.0 * (log_s0 + drift))
@@ -219,6 +225,21 @@ def _lsm_paths(out, first_block, k0, k1, stream, log_s0, increment, vsd, half): 
                     ui = np.uint64(i)
                     z1, z2 = _pair(base + ui, pair, k0, k1, stream, True)
                     _two_dates(r1, r2, x, ui, z1, z2, log_s0, increment, vsd)
+        if full < n:  # n odd: the last date alone (its pair's sine unused, no spot for it)
+            pair = np.uint64(full // 2)
+            r1 = out[b, full]
+            g1 = _exp(2.0 * (log_s0 + (drift + increment)))
+            if half < block:
+                for i in range(half):
+                    ui = np.uint64(i)
+                    z1, z2 = _pair(base + ui, pair, k0, k1, stream, True)
+                    s1 = _last_date(r1, x, ui, z1, log_s0, increment, vsd)
+                    r1[ui + uhalf] = g1 / s1
+            else:
+                for i in range(half):
+                    ui = np.uint64(i)
+                    z1, z2 = _pair(base + ui, pair, k0, k1, stream, True)
+                    _last_date(r1, x, ui, z1, log_s0, increment, vsd)
 
 
 def _two_dates(r1, r2, x, i, z1, z2, log_s0, increment, vsd):  # type: ignore[no-untyped-def]
@@ -235,12 +256,23 @@ def _two_dates(r1, r2, x, i, z1, z2, log_s0, increment, vsd):  # type: ignore[no
     return s1, s2
 
 
+def _last_date(r1, x, i, z1, log_s0, increment, vsd):  # type: ignore[no-untyped-def]
+    """Path ``i``'s spot at the last date (row ``r1``) from its normal ``z1``, as the first
+    date of :func:`_two_dates` (the same operations: the same bits). ``x`` is not updated:
+    it is dead after this date, and its store kept the loop from vectorising (4.4 against
+    27 ns a path, measured). Returns the spot."""
+    s1 = _exp(log_s0 + (x[i] + (increment + vsd * z1)))
+    r1[i] = s1
+    return s1
+
+
 def _payoff(s: float, strike: float, call: bool) -> float:
     return max(s - strike, 0.0) if call else max(strike - s, 0.0)
 
 
-def _scan_block(spots, cash, part, b, j, live, half, strike, call, discount, update, regress, coef, a0, a1, b0, b1):  # type: ignore[no-untyped-def]  # noqa: E501
-    """Block ``b``: the exercise rule of date ``j + 1`` (``update``), the discount, then the
+def _scan_block(spots, cash, part, b, j, live, half, strike, call, discount, first, update, regress, coef, a0, a1, b0, b1):  # type: ignore[no-untyped-def]  # noqa: E501
+    """Block ``b``: the exercise rule of date ``j + 1`` (``update``; ``first``: the cash flows
+    are the payoffs at date ``j + 1``, the last, not read from ``cash``), the discount, then the
     regression's sums at date ``j`` (``regress``) into ``part[b]``: count, the power sums
     ``u^0 .. u^2d`` and ``u^0 y .. u^d y`` (``u = S a1 - b1`` at date ``j``, ``S a0 - b0``
     at ``j + 1``: the basis variable, no division in the loop). Branch-free over ``_VEC``
@@ -255,9 +287,9 @@ def _scan_block(spots, cash, part, b, j, live, half, strike, call, discount, upd
             i = c0 + v
             ui = np.uint64(i)
             lane = np.uint64(v)
-            y = cash[b, ui]
             s = spots[b, j + 1, ui]
             e = _payoff(s, strike, call)
+            y = e if first else cash[b, ui]  # first: the cash flow is the last date's payoff
             u = s * a0 - b0
             fit = coef[_DEGREE]
             for d in range(_DEGREE - 1, -1, -1):
@@ -402,9 +434,6 @@ def _lsm_backward(spots, cash, part, samples, half, strike, call, discount):  # 
     width = part.shape[1]
     coef = np.zeros(_DEGREE + 1)
     total = np.zeros(width)
-    for b in prange(nblocks):
-        for i in range(block):
-            cash[b, i] = _payoff(spots[b, n - 1, i], strike, call)
     update = False
     a0, b0 = 1.0, 0.0
     for j in range(n - 2, -2, -1):  # j = -1: the last exercise rule and discount only
@@ -415,8 +444,8 @@ def _lsm_backward(spots, cash, part, samples, half, strike, call, discount):  # 
             a1, b1 = 1.0 / (strike * scale), centre / scale
         for b in prange(nblocks):
             live = min(half, samples - b * half)
-            _scan_block(spots, cash, part, b, j, live, half, strike, call, discount, update,
-                        regress, coef, a0, a1, b0, b1)  # fmt: skip
+            _scan_block(spots, cash, part, b, j, live, half, strike, call, discount,
+                        j == n - 2, update, regress, coef, a0, a1, b0, b1)  # fmt: skip
         if not regress:
             break
         for k in range(width):
@@ -428,6 +457,20 @@ def _lsm_backward(spots, cash, part, samples, half, strike, call, discount):  # 
         if update:
             _solve(total, coef)
             a0, b0 = a1, b1
+
+
+def _pair_means(cash, half, out):  # type: ignore[no-untyped-def]
+    """``out[b half + i] = (cash[b, i] + cash[b, i + half]) / 2`` for ``i < half``: the mean
+    of each antithetic pair in sample order (the operations of ``0.5 * (a + b)``: the same
+    bits as NumPy's)."""
+    nblocks = cash.shape[0]
+    uhalf = np.uint64(half)
+    for b in prange(nblocks):
+        row = cash[b]
+        dst = out[b * half : (b + 1) * half]
+        for i in range(half):
+            ui = np.uint64(i)
+            dst[ui] = 0.5 * (row[ui] + row[ui + uhalf])
 
 
 prange = range  # placeholders: the generated kernel module imports numba's prange
@@ -454,9 +497,11 @@ def _kernels(degree: int = 3) -> types.ModuleType:
             "_SAMPLED_BLOCKS": _SAMPLED_BLOCKS,
             "_EIG_TOL": _EIG_TOL,
         }
-        helpers = [_two_dates, _payoff, _scan_block, _moments_block, _centre_scale, _solve]
+        helpers = [
+            _two_dates, _last_date, _payoff, _scan_block, _moments_block, _centre_scale, _solve
+        ]
         _kernel_modules[degree] = specialise(
-                "risk_lsm", [_lsm_paths, _lsm_backward], helpers, bind, "cpu",
+                "risk_lsm", [_lsm_paths, _lsm_backward, _pair_means], helpers, bind, "cpu",
             {"error_model": "numpy"},
         )  # fmt: skip
     return _kernel_modules[degree]

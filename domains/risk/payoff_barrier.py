@@ -19,6 +19,8 @@ __all__ = ["pack", "constants", "ROWS", "TEMPLATES", "SPOT_BUMP", "VOL_BUMP"]
 SPOT_BUMP = 0.01  # log-spot bump (about 1%) ...
 VOL_BUMP = 0.01  # ... and absolute volatility bump, central differences on common paths
 ROWS = 5  # hit flags of the path and its four bumped copies
+_SPOT_UP = math.exp(SPOT_BUMP)  # level factors of the spot-bumped copies
+_SPOT_DOWN = math.exp(-SPOT_BUMP)
 
 
 def constants(payoff: str) -> dict[str, Any]:
@@ -64,30 +66,36 @@ def _p_observe(st: Any, r: int, i: int, x: float, g: float, t: float, q: Any) ->
 
 def _p_value(st: Any, r: int, i: int, x: float, g: float, t: float, q: Any) -> tuple:
     strike, discount, s0, log_barrier, call, up, knock_in = q
-    y0 = y1 = y2 = y3 = y4 = 0.0
-    for k in range(5):
-        a = _exp(_bumped(x, g, t, k))
-        pay = max(a - strike, 0.0) if call else max(strike - a, 0.0)
-        hit = st[r + k, i] != 0.0
-        alive = hit if knock_in else not hit
-        yk = discount * pay if alive else 0.0
-        if k == 0:
-            y0 = yk
-        elif k == 1:
-            y1 = yk
-        elif k == 2:
-            y2 = yk
-        elif k == 3:
-            y3 = yk
-        else:
-            y4 = yk
+    # the five copies' levels from two exps, not five: exp(x +- b) = S exp(+-b) and
+    # exp(x +- h g - h^2 t / 2) = S exp(+-h g) exp(-h^2 t / 2) (the path's own level, hence
+    # the price and the control, bitwise as exp(x); the bumped ones within an ulp or two).
+    # One-step barrier, one thread: 13.0-14.9 -> 9.6-11.1 ns a path (2026-12-07)
+    level = _exp(x)
+    e = _exp(VOL_BUMP * g)
+    shrink = level * _exp(-0.5 * VOL_BUMP * VOL_BUMP * t)
+    y0 = _alive_value(st, r, 0, i, level, strike, discount, call, knock_in)
+    y1 = _alive_value(st, r, 1, i, level * _SPOT_UP, strike, discount, call, knock_in)
+    y2 = _alive_value(st, r, 2, i, level * _SPOT_DOWN, strike, discount, call, knock_in)
+    y3 = _alive_value(st, r, 3, i, shrink * e, strike, discount, call, knock_in)
+    y4 = _alive_value(st, r, 4, i, shrink / e, strike, discount, call, knock_in)
     delta = (y1 - y2) / (s0 * (math.exp(SPOT_BUMP) - math.exp(-SPOT_BUMP)))
     vega = (y3 - y4) / (2.0 * VOL_BUMP)
-    return y0, discount * _exp(x), delta, vega
+    return y0, discount * level, delta, vega
+
+
+def _alive_value(
+    st: Any, r: int, k: int, i: int, a: float, strike: float, discount: float, call: bool,
+    knock_in: bool,
+) -> float:  # fmt: skip
+    """Discounted payoff of copy ``k`` at level ``a``, zero unless it is alive."""
+    pay = max(a - strike, 0.0) if call else max(strike - a, 0.0)
+    hit = st[r + k, i] != 0.0
+    alive = hit if knock_in else not hit
+    return discount * pay if alive else 0.0
 
 
 def _exp(x: float) -> float:
     raise NotImplementedError  # bound in the kernel
 
 
-TEMPLATES = (_p_load, _p_start, _bumped, _p_observe, _p_value)
+TEMPLATES = (_p_load, _p_start, _bumped, _p_observe, _alive_value, _p_value)

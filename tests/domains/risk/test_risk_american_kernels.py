@@ -69,3 +69,24 @@ def test_parallel_backward_equals_one_thread(monkeypatch, antithetic):
     finally:
         numba.set_num_threads(threads)
     assert (one.price, one.stderr) == (ref.price, ref.stderr)
+
+
+def test_antithetic_pair_means_on_read_only_rows_give_the_same_price(monkeypatch):
+    """The pair means go into the spots' memory when it is writable; rows that are not (as
+    :func:`hpc.run.map_blocks` may return them from Dask) give the same price and error to
+    the bit, through a new array."""
+    rng = np.random.default_rng()
+    model = GBM(100.0, rng.uniform(0.15, 0.4), rng.uniform(0.01, 0.06), rng.uniform(0.0, 0.03))
+    option = am.American(rng.uniform(90, 110), rng.uniform(0.25, 1.5), "put", 5)
+    seed = int(rng.integers(2**63))
+    ref = am.american_lsm(model, option, paths=5_000, seed=seed, antithetic=True)
+    blocks = am.map_blocks
+
+    def read_only(*args, **kwargs):
+        rows = blocks(*args, **kwargs).copy()
+        rows.flags.writeable = False
+        return rows
+
+    monkeypatch.setattr(am, "map_blocks", read_only)
+    got = am.american_lsm(model, option, paths=5_000, seed=seed, antithetic=True)
+    assert (got.price, got.stderr) == (ref.price, ref.stderr)
