@@ -9,6 +9,11 @@ Host rows are grouped by destination with a counting sort (:func:`group_by_desti
 histogram of destinations per chunk of rows, prefix sums, then a scatter of row numbers, both
 passes threaded over chunks. It is linear, needs no comparison, and gives the permutation of a
 stable sort by destination.
+
+Strings (:func:`shuffle_strings`) travel the same way as their rows' lengths and bytes: the
+lengths in a fixed-width ``Alltoallv``, the bytes of each destination's rows packed one after
+another in a second, so a string column and the fixed-width columns shipped with the same
+``dest`` arrive in the same row order.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from numba import njit, prange
 from .backend import array_module, to_host
 from .comm import cuda_aware_mpi, resolve_comm
 
-__all__ = ["shuffle", "hash_partition", "group_by_destination"]
+__all__ = ["shuffle", "shuffle_strings", "hash_partition", "group_by_destination"]
 
 
 def hash_partition(keys: Any, nparts: int) -> Any:
@@ -117,6 +122,112 @@ def shuffle(columns: dict[str, Any], dest: Any, comm: Any = None) -> dict[str, A
         )
         out[name] = recv if direct else xp.asarray(rbuf)
     return out
+
+
+def shuffle_strings(
+    offsets: Any, data: Any, dest: Any, rows: Any = None, comm: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Collective. Send string ``i`` (Arrow-style: ``offsets`` and ``data``) to rank
+    ``dest[i]``, received in :func:`shuffle`'s order.
+
+    Parameters
+    ----------
+    offsets : array of int
+        Where each string starts in ``data`` and, last, where the final one ends (int32 or
+        int64, an Arrow string array's ``n + 1`` offsets; the first need not be 0).
+    data : array of uint8
+        The strings' bytes.
+    dest : array of int
+        Destination rank of each row, in ``[0, comm.size)``.
+    rows : array of int, optional
+        Row ``i`` holds string ``rows[i]`` (a dictionary's codes; a negative one sends an
+        empty string, for a NULL); by default row ``i`` holds string ``i``.
+    comm : MPI communicator, optional
+        Default: :func:`hpc.comm.world`.
+
+    Returns
+    -------
+    offsets : numpy.ndarray of int64
+        The received rows' ``m + 1`` offsets into ``data``, starting at 0.
+    data : numpy.ndarray of uint8
+        Their bytes, ordered as :func:`shuffle` orders the rows of the same ``dest``: by
+        source rank, then by position at the source.
+
+    Notes
+    -----
+    Arrays on a device are staged through the host and the result stays there (strings are
+    read on the host). Byte counts per rank pair go to MPI as counts of bytes: below 2 GiB
+    each, as for :func:`shuffle`.
+    """
+    comm = resolve_comm(comm)
+    size = comm.Get_size()
+    dest = np.ascontiguousarray(_host(dest)).astype(np.int64, copy=False)
+    offsets = np.ascontiguousarray(_host(offsets))
+    data = np.ascontiguousarray(_host(data)).view(np.uint8).reshape(-1)
+    n = int(dest.shape[0])
+    problem = None
+    if dest.ndim != 1:
+        problem = f"dest: expected a 1-D array, got shape {dest.shape}"
+    elif offsets.ndim != 1 or offsets.dtype.kind not in "iu" or offsets.shape[0] < 1:
+        problem = f"offsets: expected a 1-D integer array, got {offsets.dtype} {offsets.shape}"
+    elif rows is None and offsets.shape[0] != n + 1:
+        problem = f"offsets: {offsets.shape[0]} of them for {n} rows, expected {n + 1}"
+    elif not 0 <= int(offsets[0]) <= int(offsets[-1]) <= data.shape[0]:
+        problem = (f"offsets: {int(offsets[0])}..{int(offsets[-1])} outside the "
+                   f"{data.shape[0]} bytes of data")
+    if rows is not None and problem is None:
+        rows = np.ascontiguousarray(_host(rows)).astype(np.int64, copy=False)
+        strings = offsets.shape[0] - 1
+        if rows.shape != (n,):
+            problem = f"rows: shape {rows.shape}, expected ({n},)"
+        elif n and int(rows.max()) >= strings:
+            problem = f"rows: string {int(rows.max())} named, only {strings} given"
+    counts = None
+    if problem is None and n:
+        counts, bad = _histogram(dest, size)
+        if bad:
+            lo, hi = int(dest.min()), int(dest.max())
+            problem = f"dest: ranks must lie in [0, {size}), got {lo}..{hi}"
+    # agreed on every rank first, so a bad call raises everywhere instead of hanging
+    problems = [p for p in comm.allgather(problem) if p]
+    if problems:
+        raise ValueError(problems[0] if problem is None else problem)
+    if counts is None:
+        counts, _ = _histogram(dest, size)
+    order, send_rows = _scatter(dest, counts)
+    # the strings in destination order: their lengths, and their bytes packed
+    picked = order if rows is None else _take(rows, order)
+    lengths = np.empty(n, np.int64)
+    _string_lengths(offsets, picked, lengths)
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    packed = np.empty(int(starts[-1]), np.uint8)
+    if n <= _CHUNK_ROWS:
+        _pack_strings(offsets, data, picked, starts, 0, n, packed)
+    else:
+        _pack_chunks(offsets, data, picked, starts, _CHUNK_ROWS, packed)
+    ends = np.cumsum(send_rows)
+    send_bytes = np.diff(starts[np.concatenate([[0], ends])])
+    send = np.stack([send_rows, send_bytes], axis=1).astype(np.int64)
+    recv = np.empty_like(send)
+    comm.Alltoall(send, recv)  # rows and bytes per rank pair
+    recv_rows, recv_bytes = recv[:, 0].copy(), recv[:, 1].copy()
+    got_lengths = np.empty(int(recv_rows.sum()), np.int64)
+    _alltoallv(comm, lengths, send_rows * 8, got_lengths, recv_rows * 8)
+    got = np.empty(int(recv_bytes.sum()), np.uint8)
+    _alltoallv(comm, packed, send_bytes, got, recv_bytes)
+    out = np.zeros(got_lengths.shape[0] + 1, np.int64)
+    np.cumsum(got_lengths, out=out[1:])
+    return out, got
+
+
+def _alltoallv(comm: Any, send: np.ndarray, send_bytes: np.ndarray, recv: np.ndarray,
+               recv_bytes: np.ndarray) -> None:
+    """``Alltoallv`` of two contiguous host arrays, counts in bytes."""
+    sd = np.concatenate([[0], np.cumsum(send_bytes)[:-1]])
+    rd = np.concatenate([[0], np.cumsum(recv_bytes)[:-1]])
+    comm.Alltoallv([_bytes(send), (send_bytes, sd), MPI.BYTE],
+                   [_bytes(recv), (recv_bytes, rd), MPI.BYTE])
 
 
 def group_by_destination(dest: np.ndarray, nparts: int) -> tuple[np.ndarray, np.ndarray]:
@@ -273,6 +384,34 @@ def _hash_chunks(keys, rows, nparts, out):  # type: ignore[no-untyped-def]
     n = keys.shape[0]
     for c in prange((n + rows - 1) // rows):
         _hash_rows(keys, c * rows, min(n, (c + 1) * rows), nparts, out)
+
+
+@njit(nogil=True, cache=True)
+def _string_lengths(offsets, picked, lengths):  # type: ignore[no-untyped-def]
+    # bytes of each picked string; a negative pick (a NULL) is empty
+    for j in range(lengths.shape[0]):
+        s = picked[j]
+        lengths[j] = offsets[s + 1] - offsets[s] if s >= 0 else 0
+
+
+@njit(nogil=True, cache=True)
+def _pack_strings(offsets, data, picked, starts, a, e, out):  # type: ignore[no-untyped-def]
+    # the bytes of picked strings a..e, one after another from starts[a]
+    for j in range(a, e):
+        s = picked[j]
+        if s < 0:
+            continue
+        src = np.int64(offsets[s])
+        dst = starts[j]
+        for b in range(starts[j + 1] - dst):
+            out[dst + b] = data[src + b]
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _pack_chunks(offsets, data, picked, starts, rows, out):  # type: ignore[no-untyped-def]
+    n = picked.shape[0]
+    for c in prange((n + rows - 1) // rows):
+        _pack_strings(offsets, data, picked, starts, c * rows, min(n, (c + 1) * rows), out)
 
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

@@ -1,11 +1,14 @@
 """The Exchange operator: the only physical code that moves rows between ranks.
 
 ``hash`` sends every row to the rank its key columns' hash names, so equal keys meet on one
-rank whatever the columns' dictionaries (a string hashes by its bytes, a float by its value,
-NULL keys together); ``broadcast`` gives every rank all rows; ``gather`` puts all rows on
-rank 0, in rank order. String dictionaries are merged across ranks where codes must mean
-the same strings everywhere (:func:`global_dictionaries`). Also the few global facts
-operators need (row counts), through the core's collectives.
+rank whatever the columns' dictionaries (a string hashes by its bytes, raw or sorted, a float
+by its value, NULL keys together); ``broadcast`` gives every rank all rows; ``gather`` puts
+all rows on rank 0, in rank order. Raw string columns (carried past joins, codes into
+:class:`~hpc.domains.sql.strings.Entries`) cross hash, gather and broadcast exchanges as their
+rows' bytes and arrive raw, one entry per row, so no rank sorts them; only a range exchange,
+which compares its keys, settles them. Sorted dictionaries are merged across ranks where
+codes must mean the same strings everywhere (:func:`global_dictionaries`). Also the few
+global facts operators need (row counts), through the core's collectives.
 """
 
 from __future__ import annotations
@@ -35,7 +38,11 @@ _global: dict[int, Any] = {}  # id -> weak reference of dictionaries equal on ev
 
 def mark_global(dictionary: Any) -> None:
     """Record that ``dictionary`` is the same on every rank (a scanned table's: the catalog
-    merges them), so exchanges need not merge it again."""
+    merges them), so exchanges need not merge it again. Raw entries
+    (:class:`~hpc.domains.sql.strings.Entries`) are never global: their codes are no
+    dictionary's."""
+    if isinstance(dictionary, strings.Entries):
+        return
     _global[id(dictionary)] = weakref.ref(dictionary)
     if len(_global) > 1024:
         for key in [k for k, ref in _global.items() if ref() is None]:
@@ -67,11 +74,29 @@ def _entry_hashes(dictionary: Any) -> np.ndarray:
     return out
 
 
+@njit(cache=True, nogil=True)
+def _fnv_rows(offsets, data, codes, out):  # type: ignore[no-untyped-def]
+    # _fnv of entry codes[i] for row i: the rows' strings hashed where entries outnumber rows
+    for i in range(len(out)):
+        c = codes[i]
+        h = np.uint64(0xCBF29CE484222325)
+        for j in range(offsets[c], offsets[c + 1]):
+            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
+        out[i] = h
+
+
 def _column_hash(c: Column) -> Any:
     xp = array_module(c.values)
     if c.kind == "string":
-        table = xp.asarray(_entry_hashes(c.dictionary))
-        h = table[c.values] if len(table) else xp.zeros(len(c), np.uint64)
+        codes = c.values if c.valid is None else xp.where(c.valid, c.values, 0)  # a NULL
+        if not len(c.dictionary):  # row's code may point anywhere
+            h = xp.zeros(len(c), np.uint64)
+        elif xp is np and len(c) < len(c.dictionary):  # (raw entries of a whole scan)
+            offsets, data = strings._buffers(strings._plain(strings.arrow(c.dictionary)))
+            h = np.empty(len(c), np.uint64)
+            _fnv_rows(offsets, data, codes, h)
+        else:
+            h = xp.asarray(_entry_hashes(c.dictionary))[codes]
     elif c.values.dtype.kind == "f":
         h = (c.values.astype(np.float64) + 0.0).view(np.uint64)  # -0.0 as 0.0
     elif c.values.dtype.kind == "b":
@@ -123,20 +148,6 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
     a sample."""
     if comm.Get_size() == 1:
         return columns, nrows
-    carried: dict[str, Column] = {}
-    order = list(columns)
-    if how == "broadcast" and columns:  # carried strings travel as their rows' bytes
-        carried = _broadcast_carried(columns, comm)
-        columns = {n: c for n, c in columns.items() if n not in carried}
-        if not columns:
-            return {n: carried[n] for n in order}, len(next(iter(carried.values())))
-    # raw strings (carried past joins) settled here, merged over the ranks below with the
-    # rest: every rank takes part in the same merges whichever of its columns were raw; a
-    # key that is one of the columns is settled once
-    settled = settle_columns(columns)
-    once = {id(c): settled[n] for n, c in columns.items()}
-    keys = [once[id(k)] if id(k) in once else settle(k) for k in keys]
-    columns = global_dictionaries(settled, comm)
     if not columns:  # no column to carry: only the row count moves
         counts = np.asarray(_all_counts(nrows, comm))
         total = int(counts.sum())
@@ -145,9 +156,23 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
         if how == "gather":
             return {}, total if comm.Get_rank() == 0 else 0
         return {}, int(np.array_split(np.arange(total), comm.Get_size())[comm.Get_rank()].size)
-    if how == "hash":
-        out = hash_rows(columns, keys, comm)
-    elif how == "range" and not keys:  # no order: the sequence is the ranks' rows in order
+    order = list(columns)
+    if how in ("hash", "gather"):
+        return _hashed_or_gathered(columns, nrows, how, keys, comm)
+    carried: dict[str, Column] = {}
+    if how == "broadcast":  # carried strings travel as their rows' bytes
+        carried = _broadcast_carried(columns, comm)
+        columns = {n: c for n, c in columns.items() if n not in carried}
+        if not columns:
+            return {n: carried[n] for n in order}, len(next(iter(carried.values())))
+    # a range exchange compares its keys: raw strings (carried past joins) settled here,
+    # merged over the ranks below with the rest: every rank takes part in the same merges
+    # whichever of its columns were raw; a key that is one of the columns is settled once
+    settled = settle_columns(columns)
+    once = {id(c): settled[n] for n, c in columns.items()}
+    keys = [once[id(k)] if id(k) in once else settle(k) for k in keys]
+    columns = global_dictionaries(settled, comm)
+    if how == "range" and not keys:  # no order: the sequence is the ranks' rows in order
         out = columns
     elif how == "range":
         keys = list(global_dictionaries(dict(enumerate(keys)), comm).values())  # type: ignore
@@ -160,11 +185,80 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
         out = allgather_columns(columns, comm)
         if carried:
             out = {n: out[n] if n in out else carried[n] for n in order}
-    elif how == "gather":
-        out = ship(columns, _module(columns).zeros(nrows, np.int64), comm)
     else:
-        raise ValueError(f"exchange {how!r}: expected hash, broadcast or gather")
+        raise ValueError(f"exchange {how!r}: expected hash, range, broadcast or gather")
     return out, len(next(iter(out.values())))
+
+
+def _hashed_or_gathered(columns: dict[str, Column], nrows: int, how: str, keys: list[Column],
+                        comm: Any) -> tuple[dict[str, Column], int]:
+    """Collective. :func:`exchange` ``"hash"`` (on ``keys``: strings hash by their bytes,
+    raw or not) or ``"gather"`` of at least one column. The string columns raw on some rank
+    travel as their rows' bytes (:func:`_ship_raw`) and arrive raw, one entry per row, so no
+    rank sorts them; the others as codes into dictionaries merged over the ranks."""
+    xp = _module(columns)
+    if how == "hash" and keys:
+        dest = hash_partition(key_hash(keys).view(np.int64), comm.Get_size())
+    else:  # gathered on rank 0 (a hash exchange without keys: its one partition)
+        dest = xp.zeros(nrows, np.int64)
+    raw = _raw_anywhere(columns, comm)
+    fixed = global_dictionaries({n: c for n, c in columns.items() if n not in raw}, comm)
+    for name in _with_masks(raw, comm):  # validity where some rank has one, shipped with
+        c = raw[name]  # the fixed-width columns
+        fixed["\0valid:" + name] = Column(xp.ones(len(c), bool) if c.valid is None
+                                          else c.valid, "bool")
+    moved = ship(fixed, dest, comm) if fixed else {}
+    strings_moved = _ship_raw(raw, dest, comm)
+    out = {}
+    for name in columns:
+        if name in raw:
+            mask = moved.get("\0valid:" + name)
+            c = strings_moved[name]
+            out[name] = Column(xp.asarray(c.values), "string", c.dictionary,
+                               None if mask is None else mask.values)
+        else:
+            out[name] = moved[name]
+    return out, len(next(iter(out.values())))
+
+
+def _raw_anywhere(columns: dict[str, Column], comm: Any) -> dict[str, Column]:
+    """Collective. The string columns raw on some rank (by name, the same on every rank)."""
+    names = sorted(n for n, c in columns.items() if c.kind == "string")  # same on every rank
+    local = np.asarray([columns[n].raw for n in names], np.int64)
+    raw = allreduce(local, "sum", comm) > 0 if names else local > 0
+    return {n: columns[n] for n, r in zip(names, raw, strict=True) if r}
+
+
+def _ship_raw(columns: dict[str, Column], dest: Any, comm: Any) -> dict[str, Column]:
+    """Collective. String columns sent row by row to ranks ``dest`` as their rows' bytes
+    (:func:`hpc.shuffle.shuffle_strings`; a NULL row as an empty string), in the order
+    :func:`hpc.shuffle.shuffle` gives the other columns: raw
+    :class:`~hpc.domains.sql.strings.Entries`, one entry per row received (validity not
+    set: it travels with the fixed-width columns)."""
+    import pyarrow as pa
+
+    from hpc.backend import to_host
+    from hpc.shuffle import shuffle_strings
+
+    out = {}
+    for name, c in columns.items():
+        words = strings._plain(strings.arrow(c.dictionary))
+        offsets, data = strings._buffers(words)
+        codes = np.asarray(to_host(c.values))
+        if not len(words):  # no entries: every row a NULL
+            codes = np.full(len(c), -1, np.int64)
+        elif c.valid is not None:  # a NULL row's code may point anywhere: sent empty
+            codes = np.where(to_host(c.valid), codes, -1)
+        got_offsets, got = shuffle_strings(offsets, data, dest, rows=codes, comm=comm)
+        m = len(got_offsets) - 1
+        if got.size < 2**31:  # plain strings (int32 offsets), as every other dictionary
+            kind, got_offsets = pa.string(), got_offsets.astype(np.int32)
+        else:
+            kind = pa.large_string()
+        received = pa.Array.from_buffers(kind, m, [None, pa.py_buffer(got_offsets),
+                                                   pa.py_buffer(got)])
+        out[name] = Column(np.arange(m, dtype=np.int32), "string", strings.Entries(received))
+    return out
 
 
 def _broadcast_carried(columns: dict[str, Column], comm: Any) -> dict[str, Column]:
@@ -177,10 +271,7 @@ def _broadcast_carried(columns: dict[str, Column], comm: Any) -> dict[str, Colum
 
     from hpc.collectives import allgather_rows
 
-    names = sorted(n for n, c in columns.items() if c.kind == "string")  # same on every rank
-    local = np.asarray([columns[n].raw for n in names], np.int64)
-    raw = allreduce(local, "sum", comm) > 0 if names else local > 0
-    chosen = {n: columns[n] for n, r in zip(names, raw, strict=True) if r}
+    chosen = _raw_anywhere(columns, comm)
     masks = _arrays(chosen, _with_masks(chosen, comm))  # validity where some rank has one
     out = {}
     for name, c in chosen.items():
@@ -399,8 +490,8 @@ def global_dictionaries(columns: dict[str, Column], comm: Any) -> dict[str, Colu
     out = dict(columns)
     for name, merge in zip(names, wanted, strict=True):
         if merge:
-            c = columns[name]
-            c = Column(c.values, c.kind, c.dictionary, c.valid)
+            c = columns[name]  # (raw entries settled first: merged as a sorted dictionary)
+            c = settle(c) if c.raw else Column(c.values, c.kind, c.dictionary, c.valid)
             merge_dictionaries(Table({"c": c}), comm)
             mark_global(c.dictionary)
             out[name] = c
