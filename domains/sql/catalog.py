@@ -495,8 +495,10 @@ def _raw_entries(columns: list[Column]) -> tuple[strings.Entries, np.ndarray]:
         words = [w.cast(pa.string()) for w in words]
     bases = np.cumsum([0] + [len(w) for w in words])
     dtype = np.int32 if bases[-1] < 2**31 else np.int64
-    values = np.concatenate([np.asarray(c.values, dtype) + dtype(b)
-                             for c, b in zip(columns, bases, strict=False)])
+    # a part without entries has only NULLs: their codes 0, any entry (or none at all)
+    values = np.concatenate([np.asarray(c.values, dtype) + dtype(b) if len(w) else
+                             np.zeros(len(c), dtype)
+                             for c, w, b in zip(columns, words, bases, strict=False)])
     return strings.Entries(pa.concat_arrays(words)), values
 
 

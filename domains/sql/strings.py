@@ -223,12 +223,18 @@ def allgather(comm: Any, dictionary: np.ndarray) -> tuple[Any, int]:
     return words, int(counts[: comm.Get_rank()].sum())
 
 
-def entry_ids(entries: Entries) -> np.ndarray:
+def entry_ids(entries: Entries, codes: np.ndarray | None = None) -> np.ndarray:
     """For every raw entry, the first entry holding the same string (int64): equal exactly
-    when the strings are, found by hashing (:func:`.string_hash.first_rows`), unsorted."""
+    when the strings are, found by hashing (:func:`.string_hash.first_rows`), unsorted.
+    With ``codes``, those ids at the codes (rows that point into ``entries``); where there
+    are no entries every row is a NULL, and its id 0."""
     from .string_hash import first_rows
 
-    return first_rows(*_buffers(_plain(entries.words)))
+    ids = first_rows(*_buffers(_plain(entries.words)))
+    if codes is None:
+        return ids
+    codes = np.asarray(codes)
+    return ids[codes] if len(ids) else np.zeros(len(codes), np.int64)
 
 
 def equal_codes(a: np.ndarray | Entries, b: np.ndarray | Entries

@@ -21,8 +21,8 @@ Two kinds of column stay raw:
   the bytes, only the rows that can make the cut settled). It moves as row references
   through the joins and is settled once, on the rows that remain (a customer's name and
   address beside a top-20 of revenue: 20 rows, not the whole table). The operators settle
-  it where they must: an exchange before shipping rows, an aggregate whose other keys do
-  not determine it, the result.
+  it where they must: a range exchange (hash, gather and broadcast exchanges ship its rows'
+  bytes), an operator that compares it, the result.
 
 EXPLAIN shows both on the scan (``(raw)``) and the settling on the filter.
 """

@@ -121,7 +121,7 @@ def _key(col: Column, t: SQLType) -> np.ndarray:
     each string (:func:`~hpc.domains.sql.strings.entry_ids`), no sorted dictionary."""
     v = col.values
     if col.raw:
-        return strings.entry_ids(col.dictionary)[v]
+        return strings.entry_ids(col.dictionary, v)
     if v.dtype.kind == "f":
         v = np.where(np.isnan(v), np.nan, v + 0.0)
         return v.view(np.int64)

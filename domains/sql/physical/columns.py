@@ -41,10 +41,11 @@ def carried_keys(keys: list[Column]) -> tuple[list[Column], tuple | None]:
     NULL) in every group of the other keys adds no group (``GROUP BY c_custkey, c_name``), so
     the grouping is by the other keys alone and the raw one is taken from each group's first
     row; the other raw keys group by their strings' first entries (found by hashing,
-    :func:`~hpc.domains.sql.strings.entry_ids`). Decided on this rank's rows: an exchange
-    settles whatever stays raw before it ships rows. Returns the keys as they are (the raw
-    ones stay raw: settled above where something compares them) and the grouping where it
-    differs from that of the keys that are not raw, else None."""
+    :func:`~hpc.domains.sql.strings.entry_ids`). Decided on this rank's rows (an exchange
+    ships raw strings as their rows' bytes, and the next aggregate decides again). Returns
+    the keys as they are (the raw ones stay raw: settled above where something compares
+    them) and the grouping where it differs from that of the keys that are not raw, else
+    None."""
     raw = [j for j, k in enumerate(keys) if k.raw]
     if not raw:
         return keys, None
@@ -56,8 +57,8 @@ def carried_keys(keys: list[Column]) -> tuple[list[Column], tuple | None]:
         keep = {j for j in raw if not differing_rows(grouped[0], grouped[2], keys[j])}
     if len(keep) == len(raw):
         return keys, grouped
-    hashed = [Column(strings.entry_ids(keys[j].dictionary)[np.asarray(keys[j].values)], "int",
-                     None, keys[j].valid) for j in raw if j not in keep]
+    hashed = [Column(strings.entry_ids(keys[j].dictionary, keys[j].values), "int", None,
+                     keys[j].valid) for j in raw if j not in keep]
     return keys, group_keys(others + hashed, len(keys[0]))
 
 
