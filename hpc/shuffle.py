@@ -79,16 +79,10 @@ def shuffle(columns: dict[str, Any], dest: Any, comm: Any = None) -> dict[str, A
     counts = None
     if problem is None and n:
         if xp is np:  # the counting sort's histogram finds destinations out of range
-            counts, bad = _histogram(dest, size)
-        else:
-            bad = int(dest.min()) < 0 or int(dest.max()) >= size
-        if bad:
-            lo, hi = int(dest.min()), int(dest.max())
-            problem = f"dest: ranks must lie in [0, {size}), got {lo}..{hi}"
-    # agreed on every rank first, so a bad call raises everywhere instead of hanging
-    problems = [p for p in comm.allgather(problem) if p]
-    if problems:
-        raise ValueError(problems[0] if problem is None else problem)
+            counts, problem = _counted(dest, size)
+        elif int(dest.min()) < 0 or int(dest.max()) >= size:
+            problem = _out_of_range(dest, size)
+    _agree(problem, comm)
     if xp is np:
         if counts is None:
             counts, _ = _histogram(dest, size)
@@ -184,14 +178,8 @@ def shuffle_strings(
             problem = f"rows: string {int(rows.max())} named, only {strings} given"
     counts = None
     if problem is None and n:
-        counts, bad = _histogram(dest, size)
-        if bad:
-            lo, hi = int(dest.min()), int(dest.max())
-            problem = f"dest: ranks must lie in [0, {size}), got {lo}..{hi}"
-    # agreed on every rank first, so a bad call raises everywhere instead of hanging
-    problems = [p for p in comm.allgather(problem) if p]
-    if problems:
-        raise ValueError(problems[0] if problem is None else problem)
+        counts, problem = _counted(dest, size)
+    _agree(problem, comm)
     if counts is None:
         counts, _ = _histogram(dest, size)
     order, send_rows = _scatter(dest, counts)
@@ -274,6 +262,26 @@ def group_by_destination(dest: np.ndarray, nparts: int) -> tuple[np.ndarray, np.
 # numba wraps a signed index that may be negative, a compare and select on every load.
 _CHUNK_ROWS = 1 << 16  # rows per chunk at least: below this one thread does the whole pass
 _CHUNKS_PER_THREAD = 4  # some slack for threads the scheduler puts aside
+
+
+def _counted(dest: np.ndarray, size: int) -> tuple[np.ndarray, str | None]:
+    """Rows per destination rank (host ``dest``), and the problem when one lies outside
+    ``[0, size)``."""
+    counts, bad = _histogram(dest, size)
+    return counts, _out_of_range(dest, size) if bad else None
+
+
+def _out_of_range(dest: Any, size: int) -> str:
+    lo, hi = int(dest.min()), int(dest.max())
+    return f"dest: ranks must lie in [0, {size}), got {lo}..{hi}"
+
+
+def _agree(problem: str | None, comm: Any) -> None:
+    """Collective. Raise ValueError on every rank when any rank found a problem (its own
+    first, else the first rank's), so a bad call raises everywhere instead of hanging."""
+    problems = [p for p in comm.allgather(problem) if p]
+    if problems:
+        raise ValueError(problems[0] if problem is None else problem)
 
 
 def _chunking(n: int, nparts: int) -> tuple[int, int]:
