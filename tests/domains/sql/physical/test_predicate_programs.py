@@ -183,6 +183,7 @@ def _programs_on_any_input(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(executor, "PREDICATE_PROGRAMS", True)
     monkeypatch.setattr(executor, "PROGRAM_FROM", 0)
     monkeypatch.setattr(predicate_programs, "_PIECE", 1500)  # several pieces, uneven
+    monkeypatch.setattr(predicate_programs, "_BLOCK", 512)  # several blocks a piece, uneven
 
 
 @settings(max_examples=100, deadline=None)
