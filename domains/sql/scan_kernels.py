@@ -18,7 +18,7 @@ from numba import njit, prange
 from hpc.jit import serial_below
 
 __all__ = ["gather_parallel", "decimal_to_float", "decimal_gather",
-           "sort_strings", "distinct_sorted", "like_parts", "horspool_shifts", "codes_into",
+           "sort_strings", "distinct_sorted", "codes_into",
            "differs_in_group", "read_only_list", "group_minmax_strings", "kth_string"]
 
 _SMALL = 16  # runs this short are insertion-sorted by direct comparison
@@ -395,81 +395,6 @@ def differs_in_group(ids, first, codes, offsets, data, valid, has_valid):  # typ
                 offsets, data, codes[r], codes[f]):
             count += 1
     return count
-
-
-@njit(inline="always", cache=True)
-def _find(data, start, stop, pattern, ps, pe):  # type: ignore[no-untyped-def]
-    # leftmost i >= start with data[i:i + m] == pattern[ps:pe] and i + m <= stop, else -1
-    m = pe - ps
-    for i in range(start, stop - m + 1):
-        k = 0
-        while k < m and data[i + k] == pattern[ps + k]:
-            k += 1
-        if k == m:
-            return i
-    return -1
-
-
-@njit(inline="always", cache=True)
-def _find_skipping(data, start, stop, pattern, ps, pe, shift):  # type: ignore[no-untyped-def]
-    # _find by Horspool's rule: compare at the window's last byte first, and on a mismatch
-    # move the window by how far that byte is from the pattern's end (shift[byte]): up to the
-    # pattern's length at once instead of one byte
-    m = pe - ps
-    if m == 0:
-        return start if start <= stop else -1
-    last = pattern[pe - 1]
-    i = start
-    while i + m <= stop:
-        b = data[i + m - 1]
-        if b == last:
-            k = 0
-            while k < m - 1 and data[i + k] == pattern[ps + k]:
-                k += 1
-            if k == m - 1:
-                return i
-        i += shift[b]
-    return -1
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def like_parts(offsets, data, pattern, bounds, shifts, out):  # type: ignore[no-untyped-def]
-    """SQL LIKE of every string with ``part0%part1%...%partk`` (literal parts
-    ``pattern[bounds[p]:bounds[p + 1]]``): it starts with part0, ends with partk and holds the
-    others in order between them (leftmost matches suffice). ``shifts[p]``: the Horspool
-    shift table of part ``p`` (see :func:`horspool_shifts`)."""
-    last = bounds.shape[0] - 2
-    head, tail = bounds[1], bounds[last + 1] - bounds[last]
-    for i in prange(out.shape[0]):
-        s, e = offsets[i], offsets[i + 1]
-        if last == 0:  # no %: equality
-            ok = e - s == head and _find(data, s, e, pattern, 0, head) == s
-        else:
-            ok = e - s >= head + tail and _find(data, s, s + head, pattern, 0, head) == s \
-                and _find(data, e - tail, e, pattern, bounds[last], bounds[last + 1]) == e - tail
-            at = s + head
-            for p in range(1, last):
-                if not ok:
-                    break
-                j = _find_skipping(data, at, e - tail, pattern, bounds[p], bounds[p + 1],
-                                   shifts[p])
-                ok = j >= 0
-                at = j + bounds[p + 1] - bounds[p]
-        out[i] = ok
-
-
-def horspool_shifts(pattern: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """For each literal part ``pattern[bounds[p]:bounds[p + 1]]``, how far a search window
-    may move when its last byte is ``b``: the distance from ``b``'s last place in the part
-    (its final byte excluded) to the part's end, or the part's length if ``b`` is not in it."""
-    parts = len(bounds) - 1
-    shifts = np.empty((parts, 256), dtype=np.int64)
-    for p in range(parts):
-        part = pattern[bounds[p]:bounds[p + 1]]
-        shifts[p] = max(len(part), 1)
-        for j, b in enumerate(part[:-1]):
-            shifts[p, b] = len(part) - 1 - j
-    return shifts
 
 
 def read_only_list(arrays: list[np.ndarray]) -> Any:

@@ -157,29 +157,22 @@ def bound(dictionary: np.ndarray, text: str, side: str) -> int:
     return (bisect.bisect_left if side == "left" else bisect.bisect_right)(dictionary, text)
 
 
-def like(dictionary: np.ndarray, pattern: str) -> np.ndarray:
+def like(dictionary: np.ndarray | Entries, pattern: str) -> np.ndarray:
     """Which dictionary entries match a SQL LIKE pattern (``%``, ``_``; case-sensitive).
 
-    Patterns of literal parts between ``%`` (TPC-H's) are matched by a numba substring search
-    over the bytes (UTF-8 substrings are code point substrings), several times faster than
-    Arrow's regular expressions; ``_`` and escapes go to Arrow."""
+    Patterns of literal parts between ``%`` (TPC-H's) are matched over the bytes by
+    :func:`.string_hash.like_rows` (UTF-8 substrings are code point substrings), several
+    times faster than Arrow's regular expressions; ``_`` and escapes go to Arrow."""
     import pyarrow.compute as pc
 
     if len(dictionary) == 0:
         return np.zeros(0, bool)
     if "_" in pattern or "\\" in pattern:
         return pc.match_like(arrow(dictionary), pattern).to_numpy(zero_copy_only=False)
-    from .scan_kernels import horspool_shifts, like_parts
+    from .string_hash import like_rows
 
-    parts = [p.encode() for p in pattern.split("%")]
-    bounds = np.zeros(len(parts) + 1, dtype=np.int64)
-    np.cumsum([len(p) for p in parts], out=bounds[1:])
-    literal = np.frombuffer(b"".join(parts), dtype=np.uint8) if bounds[-1] else np.zeros(
-        1, dtype=np.uint8)
-    out = np.empty(len(dictionary), dtype=bool)
-    like_parts(*_buffers(_plain(arrow(dictionary))), literal, bounds,
-               horspool_shifts(literal, bounds), out)
-    return out
+    return like_rows(*_buffers(_plain(arrow(dictionary))), [p.encode() for p in
+                                                              pattern.split("%")])
 
 
 def isin(dictionary: np.ndarray, values: Any) -> np.ndarray:
@@ -239,20 +232,23 @@ def entry_ids(entries: Entries, codes: np.ndarray | None = None) -> np.ndarray:
 
 def equal_codes(a: np.ndarray | Entries, b: np.ndarray | Entries
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """int64 numbers for the entries of two dictionaries (sorted or raw), equal exactly when
-    their strings are: each entry's first occurrence in ``a`` then ``b``, found by hashing
-    (:func:`.string_hash.first_rows`). For joins, which only ask equality: nothing is
-    sorted and no Python string is made."""
-    import pyarrow as pa
+    """int64 numbers for the entries of two dictionaries (sorted or raw), equal across the
+    two exactly when their strings are. For joins, which only ask equality: nothing is
+    sorted and no Python string is made.
 
-    from .string_hash import first_rows
+    The dictionary with fewer entries goes into a hash table, each entry numbered by its
+    first equal entry there (``0 .. len - 1``); the other's entries probe it
+    (:func:`.string_hash.match_rows`), one equal to a table entry taking that entry's
+    number and any other a number of its own, the table's size plus its position. So two
+    equal entries of the probing dictionary share a number only where the table holds their
+    string, which a join never tells apart: neither matches a row of the other side."""
+    from .string_hash import match_rows
 
     words = [_plain(arrow(d)) for d in (a, b)]
-    if any(pa.types.is_large_string(w.type) for w in words) or sum(
-            w.nbytes for w in words) >= 2**31:
-        words = [w.cast(pa.large_string()) for w in words]
-    first = first_rows(*_buffers(pa.concat_arrays(words)))
-    return first[: len(words[0])], first[len(words[0]):]
+    small = 0 if len(words[0]) < len(words[1]) else 1
+    table, probe = words[small], words[1 - small]
+    first, match = match_rows(*_buffers(table), *_buffers(probe), unmatched=len(table))
+    return (first, match) if small == 0 else (match, first)
 
 
 def remap(dictionary: np.ndarray, merged: np.ndarray) -> np.ndarray:

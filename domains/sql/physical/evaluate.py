@@ -1614,15 +1614,28 @@ def _strpos(e: E.Call, batch: Batch) -> Column:
 
 
 def _concat(e: E.Call, batch: Batch) -> Column:
-    """CONCAT: the strings of each row joined, NULLs skipped (never NULL, as DuckDB)."""
+    """CONCAT: the strings of each row joined, NULLs skipped (never NULL, as DuckDB). Over
+    rows of few distinct combinations of their arguments' codes (labels built from a
+    manufacturer and a name's first letters), only each combination's strings are joined."""
     n = batch.nrows
-    cols = [evaluate(a, batch) for a in e.args]
-    parts = [_rows(c) if a.type.kind in ("varchar", "null") else _rows(
-        cast_column(c, a.type, e.type)) for a, c in zip(e.args, cols, strict=True)]
-    if not parts:
+    cols = [c if a.type.kind in ("varchar", "null") else cast_column(c, a.type, e.type)
+            for a, c in zip(e.args, [evaluate(a, batch) for a in e.args], strict=True)]
+    if not cols:
         return literal_column(E.Literal("", e.type), n)
-    parts = [p.fill_null("") for p in parts]  # NULLs skipped (Arrow 26's "skip" mode
-    # loses leading all-NULL rows, so NULLs become empty strings first)
+    if n > _SMALL_DICTIONARY and len(cols) > 1:
+        from .columns import group_keys
+
+        ids, count, first = group_keys(cols, n)
+        if 2 * count <= n:
+            out = _joined([c.take(first) for c in cols])
+            return Column(_lookup(out.values, ids), "string", out.dictionary, None)
+    return _joined(cols)
+
+
+def _joined(cols: list[Column]) -> Column:
+    """The rows' strings of ``cols`` joined, NULLs as empty strings, dictionary-encoded."""
+    parts = [_rows(c).fill_null("") for c in cols]  # NULLs skipped (Arrow 26's "skip"
+    # mode loses leading all-NULL rows, so NULLs become empty strings first)
     joined = parts[0] if len(parts) == 1 else _pc().binary_join_element_wise(*parts, "")
     return _encode(joined)
 
