@@ -19,7 +19,8 @@ from hpc.jit import serial_below
 
 __all__ = ["gather_parallel", "decimal_to_float", "decimal_gather",
            "sort_strings", "distinct_sorted", "codes_into",
-           "differs_in_group", "read_only_list", "group_minmax_strings", "kth_string"]
+           "differs_in_group", "read_only_list", "group_minmax_strings", "kth_string",
+           "kth_value"]
 
 _SMALL = 16  # runs this short are insertion-sorted by direct comparison
 _WORDS = 4  # 8-byte words of each string's start carried through the sort
@@ -379,6 +380,76 @@ def kth_string(codes, mask, offsets, data, k, want_max):  # type: ignore[no-unty
                 heap[j], heap[w] = heap[w], heap[j]
                 j = w
     return heap[0] if size == k and k > 0 else -1
+
+
+@njit(nogil=True, cache=True)
+def _best_of(values, mask, lo, hi, k, want_max, heap):  # type: ignore[no-untyped-def]
+    # the ``k`` best of values[lo:hi] (where ``mask``, if it has rows) in ``heap``, its root
+    # the worst of them; returns how many it holds
+    size = 0
+    masked = mask.shape[0] > 0
+    for i in range(lo, hi):
+        if masked and not mask[i]:
+            continue
+        x = values[i]
+        if size < k:
+            j = size
+            heap[j] = x
+            size += 1
+            while j > 0:
+                up = (j - 1) // 2
+                if (heap[j] < heap[up]) if want_max else (heap[j] > heap[up]):
+                    heap[j], heap[up] = heap[up], heap[j]
+                    j = up
+                else:
+                    break
+        elif (x > heap[0]) if want_max else (x < heap[0]):
+            heap[0] = x
+            j = 0
+            while True:
+                a, b = 2 * j + 1, 2 * j + 2
+                w = j
+                if a < size and ((heap[a] < heap[w]) if want_max else (heap[a] > heap[w])):
+                    w = a
+                if b < size and ((heap[b] < heap[w]) if want_max else (heap[b] > heap[w])):
+                    w = b
+                if w == j:
+                    break
+                heap[j], heap[w] = heap[w], heap[j]
+                j = w
+    return size
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _best_by_piece(values, mask, k, want_max, pieces, heaps, sizes):  # type: ignore[no-untyped-def]
+    n = values.shape[0]
+    for p in prange(pieces):
+        sizes[p] = _best_of(values, mask, p * n // pieces, (p + 1) * n // pieces, k,
+                            want_max, heaps[p])
+
+
+def kth_value(values: np.ndarray, valid: np.ndarray | None, k: int, want_max: bool
+              ) -> Any:
+    """The ``k``-th least (``want_max``: greatest) of the integers ``values`` where ``valid``
+    (all where None), or None when fewer rows have one.
+
+    Each thread keeps a heap of the ``k`` best of its rows, its root the worst of them and
+    replaced only by a better value (rare in a long column), and the heaps' union is then
+    selected from. Unlike ``np.partition`` (NumPy 2.4's introselect took 300 ms on 1.5M
+    values that are nearly all equal, against 20 ms on distinct ones), its time does not
+    depend on how many values are equal."""
+    import numba
+
+    pieces = max(1, min(numba.get_num_threads(), len(values) // max(4 * k, 1 << 14)))
+    heaps = np.empty((pieces, max(k, 1)), dtype=values.dtype)
+    sizes = np.zeros(pieces, dtype=np.int64)
+    mask = np.zeros(0, np.bool_) if valid is None else np.ascontiguousarray(valid, np.bool_)
+    _best_by_piece(np.ascontiguousarray(values), mask, k, want_max, pieces, heaps, sizes)
+    best = np.concatenate([heaps[p, :sizes[p]] for p in range(pieces)])
+    if k <= 0 or len(best) < k:
+        return None
+    at = len(best) - k if want_max else k - 1
+    return np.partition(best, at)[at]
 
 
 @njit(parallel=True, nogil=True, cache=True)

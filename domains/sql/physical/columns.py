@@ -154,11 +154,11 @@ def top_candidates(col: Column, ascending: bool, k: int) -> np.ndarray | None:
                                   "less_equal" if ascending else "greater_equal")
         keep = entries[v]
     elif v.dtype.kind in "iu":
-        values = v if valid is None else v[valid]
-        if len(values) <= k:
+        from hpc.domains.sql.scan_kernels import kth_value
+
+        if (n if valid is None else int(np.count_nonzero(valid))) <= k:
             return None
-        at = k - 1 if ascending else len(values) - k
-        bound = np.partition(values, at)[at]
+        bound = kth_value(v, valid, k, not ascending)
         keep = v <= bound if ascending else v >= bound
     else:
         return None
