@@ -19,7 +19,7 @@ from hpc.comm import resolve_comm
 from . import strings
 from .errors import SQLError
 from .logical.types import SQLType
-from .statistics import memory_ranges, parquet_range, parquet_value_bytes
+from .statistics import Summary, memory_ranges, parquet_range, parquet_value_bytes
 from .table import Column, Table, merge_dictionaries, read_parquet
 
 __all__ = ["Catalog"]
@@ -348,6 +348,27 @@ class Catalog:
             files = self._parquet.get(name)
             self._bounds[key] = parquet_range(files, column) if files else None
         return self._bounds[key]
+
+    def summary(self, name: str, column: str | None, extremes: bool = True
+                ) -> Summary | None:
+        """``column``'s exact rows, NULLs, least and greatest value over all of a Parquet
+        table's files as they are now, from their row groups' statistics (no row read);
+        without a column, the rows alone; without ``extremes``, the rows and NULLs alone.
+        None for a table not in Parquet or where a statistic is missing (see :func:`~.statistics.exact_summary`). Not collective:
+        every rank reads the same footers."""
+        from .table import parquet_summary
+
+        files = self._parquet.get(name)
+        if not files:
+            return None
+        parts = [parquet_summary(str(f), column, extremes) for f in files]
+        if any(p is None for p in parts):
+            return None
+        values = [p for p in parts if p is not None and p.lo is not None]
+        return Summary(sum(p.rows for p in parts if p is not None),
+                       sum(p.nulls for p in parts if p is not None),
+                       min((p.lo for p in values), default=None),
+                       max((p.hi for p in values), default=None))
 
     def value_bytes(self, name: str, column: str) -> float:
         """Bytes a row of ``column`` takes in memory, about: the value's width, or for a

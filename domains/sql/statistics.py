@@ -20,7 +20,7 @@ from hpc.backend import array_module
 from hpc.collectives import allreduce
 
 __all__ = ["parquet_range", "parquet_value_bytes", "memory_ranges", "groups_may_match",
-           "ORDERED_KINDS"]
+           "ORDERED_KINDS", "Summary", "exact_summary"]
 
 ORDERED_KINDS = ("int", "date", "float")  # kinds whose ranges are kept
 _EPOCH = datetime.date(1970, 1, 1)
@@ -223,3 +223,50 @@ def groups_may_match(meta: Any, where: Any, cache: dict[str, Any] | None = None)
         return cache[name]
 
     return [g for g in range(meta.num_row_groups) if _allows(where, g, zones_of)]
+
+
+class Summary(NamedTuple):
+    """A column's exact statistics over whole files: its rows, its NULLs and its least and
+    greatest values as Parquet wrote them (``int``, ``decimal.Decimal`` or
+    ``datetime.date``; None where every row is NULL)."""
+
+    rows: int
+    nulls: int
+    lo: Any
+    hi: Any
+
+
+def exact_summary(meta: Any, column: str, extremes: bool = True) -> Summary | None:
+    """``column``'s :class:`Summary` in a Parquet file (its ``pyarrow`` ``FileMetaData``),
+    from the row groups' statistics alone; None where any row group lacks what it takes (a
+    NULL count; with ``extremes``, a min and max where it holds a value, of integers,
+    decimals or dates: a double's NaN is outside its statistics, and a string's may be
+    truncated). Without ``extremes``, ``lo`` and ``hi`` are None."""
+    names = meta.schema.names
+    if column not in names:
+        return None
+    j = names.index(column)
+    rows = nulls = 0
+    lo = hi = None
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        n = group.num_rows
+        rows += n
+        if n == 0:
+            continue
+        stats = group.column(j).statistics
+        if stats is None or not stats.has_null_count:
+            return None
+        nulls += stats.null_count
+        if stats.null_count >= n or not extremes:
+            continue
+        if not stats.has_min_max:
+            return None
+        a, b = stats.min, stats.max
+        exact = (int, decimal.Decimal, datetime.date)
+        if not (isinstance(a, exact) and isinstance(b, exact)) or isinstance(
+                a, (bool, datetime.datetime)) or isinstance(b, (bool, datetime.datetime)):
+            return None
+        lo = a if lo is None else min(lo, a)
+        hi = b if hi is None else max(hi, b)
+    return Summary(rows, nulls, lo, hi)

@@ -20,7 +20,7 @@ from hpc.jit import serial_below
 from . import strings
 
 __all__ = ["Column", "Decimals", "Deferred", "Rows", "deferred_gather", "Table", "read_parquet",
-           "merge_dictionaries", "settle", "settle_columns"]
+           "merge_dictionaries", "settle", "settle_columns", "parquet_summary"]
 
 
 @dataclass
@@ -644,6 +644,24 @@ def _mapped(path: str) -> _MappedFile:
             _maps.pop(next(iter(_maps)))
         _maps[path] = hit
     return hit[1]
+
+
+def parquet_summary(path: str, column: str | None, extremes: bool = True) -> Any:
+    """A column's exact :class:`~.statistics.Summary` in a Parquet file, from its footer
+    (kept with the file's map while the file is unchanged), or None; without a column,
+    the file's rows alone; without ``extremes``, its rows and NULLs alone."""
+    from .statistics import Summary, exact_summary
+
+    try:
+        mapped = _mapped(path)
+    except Exception:  # noqa: BLE001 - unreadable: the scan it spared says why
+        return None
+    if column is None:
+        return Summary(mapped.meta.num_rows, 0, None, None)
+    key = ("summary", column, extremes)  # (beside the zone maps' statistics, by name)
+    if key not in mapped.zones:
+        mapped.zones[key] = exact_summary(mapped.meta, column, extremes)
+    return mapped.zones[key]
 
 
 def _integer_decimal_reading(source: Any, meta: Any) -> _MappedFile:
