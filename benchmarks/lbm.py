@@ -103,6 +103,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--sweep-reps", type=int, default=5, help="repetitions a point, best counts (5)")
     p.add_argument(
+        "--sweep-kernels",
+        action="store_true",
+        help="also time our kernels alone a point (no halo exchange, as lbmpy is timed): "
+        "``ours_kernels``, and how much of our step the exchange and Python take",
+    )
+    p.add_argument(
         "--sweep-memory-sized",
         default="auto",
         help="bytes of all ranks' populations from which a block is memory-sized and the "
@@ -652,6 +658,9 @@ def _sweep_point(
     steps = _fit_steps(comm, solver.step, args.sweep_point_seconds)
     cells = math.prod(shape)
     runs: dict[str, Any] = {"ours": lambda: solver.step(steps)}
+    if getattr(args, "sweep_kernels", False):
+        kernels_only = _kernels_only(solver)
+        runs["ours_kernels"] = lambda: kernels_only(steps)
     peers: dict[str, Any] = {}
     if not args.no_lbmpy and not solver.backend.is_gpu:
         key = (lattice.name, np.dtype(dtype).name, collision)
@@ -688,6 +697,14 @@ def _sweep_point(
             "config": config,
         }
         ratio["lbmpy"] = peer / ours
+    kernels_fig = None
+    if "ours_kernels" in runs:
+        alone = best["ours_kernels"]
+        kernels_fig = {
+            "seconds": alone / steps,
+            "MLUPS": cells * steps / alone / 1e6,
+            "step_share": alone / ours,  # of our step's time; the rest: exchange and Python
+        }
     bw = max(max(b["copy"], b["update"]) for b in samples)
     bytes_per_cell = 2 * lattice.q * np.dtype(dtype).itemsize
     roof = bw * 1e9 / bytes_per_cell / 1e6
@@ -707,6 +724,7 @@ def _sweep_point(
         "steps": steps,
         "reps": max(1, args.sweep_reps),
         "ours": fig,
+        **({"ours_kernels": kernels_fig} if kernels_fig else {}),
         "peers": peers,
         "ratio": ratio,
         "bandwidth_samples": samples,
@@ -715,6 +733,30 @@ def _sweep_point(
     }
     point.update(_margin(point))
     return point
+
+
+def _kernels_only(solver: Any) -> Any:
+    """``steps(n)``: the kernel calls of ``n`` steps of ``solver`` without its halo exchanges
+    (the ghosts keep earlier values: the cells' work is the same), to set our kernels beside
+    lbmpy's, which is timed the same way."""
+    calls = solver._kernel_calls()
+
+    def one(plan: str, out: Any) -> None:
+        inner, ring = calls[plan]
+        solver._launch(inner, out)
+        solver._launch(ring, out)
+
+    def steps(n: int) -> None:
+        if solver.streaming == "aa":
+            for _ in range(n // 2):
+                one("aa-stream", solver.f)
+                one("aa-local", solver.f)
+            return
+        for _ in range(n):
+            one("pull", solver.g)
+            solver.f, solver.g = solver.g, solver.f
+
+    return steps
 
 
 def _fit_steps(comm: Any, step: Any, seconds: float) -> int:
@@ -761,12 +803,14 @@ def _print_point(comm: Any, point: dict[str, Any]) -> None:
     if comm.Get_rank() != 0:
         return
     peer = point["peers"].get("lbmpy", {}).get("MLUPS", math.nan)
+    alone = point.get("ours_kernels")
+    kernels = f" (kernels alone {alone['MLUPS']:.4g})" if alone else ""
     label = (
         f"lbm {point['case']} {point['collision']} {point['ranks']}r "
         f"{'x'.join(map(str, point['block']))} {point['block_bytes'] / 1e6:.4g} MB"
     )
     print(
-        f"{label:<48} ours {point['ours']['MLUPS']:8.4g} MLUPS lbmpy {peer:8.4g} MLUPS"
+        f"{label:<48} ours {point['ours']['MLUPS']:8.4g} MLUPS{kernels} lbmpy {peer:8.4g} MLUPS"
         f" ratio {point['ratio'].get('lbmpy', math.nan):6.3f}"
         f" roofline {point['ratio']['roofline']:6.3f}"
         + (" (memory-sized)" if point["memory_sized"] else ""),

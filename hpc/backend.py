@@ -91,13 +91,19 @@ class Backend:
         the GPU it is launched with one thread per cell, the thread's x running along the
         last (contiguous) axis, in blocks of 128 x 2 (2-D) or 64 x 2 x 2 (3-D) threads.
         """
+        self.bound(kernel, extents)(*args)
+
+    def bound(self, kernel: Any, extents: Sequence[int]) -> Any:
+        """Local. ``kernel`` ready to run over a box of ``extents`` cells as :meth:`launch`
+        runs it: called with its arguments, it runs. A caller stepping the same boxes many
+        times binds them once (on a small block, working out the launch each call cost as
+        much as the call itself)."""
         if not self.is_gpu:
-            kernel(*args)
-            return
+            return kernel
         threads = {1: (256,), 2: (128, 2), 3: (64, 2, 2)}[len(extents)]
         sizes = list(reversed([int(e) for e in extents]))
         blocks = tuple((s + t - 1) // t for s, t in zip(sizes, threads, strict=True))
-        kernel[blocks, threads](*args)
+        return kernel[blocks, threads]
 
 
 _lock = threading.Lock()

@@ -695,18 +695,42 @@ class LBMSolver:
             for p in patterns
         }
         self._plans["single"] = [(box, self._kernels["pull", True]) for box in boxes]
+        self._calls_key: tuple[float, ...] | None = None  # the calls are made again
 
     # -- stepping -----------------------------------------------------------------------
-    def _run(self, box: tuple[int, ...], kernel: Any, out: Any) -> None:
-        if any(box[2 * a] >= box[2 * a + 1] for a in range(len(box) // 2)):
-            return
-        args = (self.omega_plus, self.omega_minus, *self.force, *self.wall_velocity, *self._extra)
-        extents = [box[2 * a + 1] - box[2 * a] for a in range(len(box) // 2)]
-        self.backend.launch(kernel, extents, self.f, out, self.flags, *box, *args)
+    def _kernel_calls(self) -> dict[str, tuple[list, list]]:
+        """Per plan, the kernel calls of its inner box and of its boundary boxes, each
+        ``(kernel bound to its box's extents, box and scalar arguments)``, empty boxes left
+        out.
 
-    def _sweep(self, exchange: HaloExchange, plan: list, out: Any) -> None:
+        Made once, and again when the flags, a rate, the force or the wall velocity changed:
+        on a small block the Python around a kernel call counts (building its arguments per
+        call took as long as calling the kernel on an empty box, 1.7 us).
+        """
+        scalars = (self.omega_plus, self.omega_minus, *self.force, *self.wall_velocity,
+                   *self._extra)  # fmt: skip
+        if scalars != self._calls_key:
+
+            def calls(plan: list) -> list:
+                out = []
+                for box, kernel in plan:
+                    extents = [box[2 * a + 1] - box[2 * a] for a in range(len(box) // 2)]
+                    if min(extents) > 0:
+                        out.append((self.backend.bound(kernel, extents), (*box, *scalars)))
+                return out
+
+            self._calls = {p: (calls(plan[:1]), calls(plan[1:])) for p, plan in self._plans.items()}
+            self._calls_key = scalars
+        return self._calls
+
+    def _launch(self, calls: list, out: Any) -> None:
+        f, flags = self.f, self.flags
+        for run, args in calls:
+            run(f, out, flags, *args)
+
+    def _sweep(self, exchange: HaloExchange, calls: tuple[list, list], out: Any) -> None:
         """One kernel pass over the block, overlapped with ``exchange`` of ``f``."""
-        (inner, inner_kernel), *ring = plan
+        inner, ring = calls
         exchange.start(self.f)
         if self._has_open_faces or self.bounce is not None or not self.overlap:
             # The inner box reaches the open faces, whose ghosts are set from exchanged
@@ -717,31 +741,33 @@ class LBMSolver:
                 self._apply_open_boundaries()
             if self.bounce is not None:
                 self.bounce.apply(self.f, self.flags)
-            self._run(inner, inner_kernel, out)
+            self._launch(inner, out)
         else:
-            self._run(inner, inner_kernel, out)  # overlaps with the exchange
+            self._launch(inner, out)  # overlaps with the exchange
             exchange.finish()
-        for box, kernel in ring:
-            self._run(box, kernel, out)
+        self._launch(ring, out)
 
-    def _pull_step(self, plan: list) -> None:
+    def _pull_step(self, calls: tuple[list, list]) -> None:
         if self.g is None:  # AA's leftover single step: the second buffer, made on demand
             self.g = self.xp.zeros_like(self.f)
-        self._sweep(self.halo, plan, self.g)
+        self._sweep(self.halo, calls, self.g)
         self.f, self.g = self.g, self.f
 
     def step(self, n: int = 1) -> None:
         """Collective. Advance ``n`` time steps."""
+        calls = self._kernel_calls()
         if self.streaming == "aa":
+            stream, local = calls["aa-stream"], calls["aa-local"]
             for _ in range(n // 2):
-                self._sweep(self.halo, self._plans["aa-stream"], self.f)
-                self._sweep(self.push, self._plans["aa-local"], self.f)
+                self._sweep(self.halo, stream, self.f)
+                self._sweep(self.push, local, self.f)
             if n % 2:
-                self._pull_step(self._plans["single"])
+                self._pull_step(calls["single"])
             self.steps_done += n
         else:
+            pull = calls["pull"]
             for _ in range(n):
-                self._pull_step(self._plans["pull"])
+                self._pull_step(pull)
                 self.steps_done += 1  # per step: time-dependent boundaries read it
         self.backend.synchronize()  # queued device work done (nothing to wait for on a CPU)
 

@@ -39,15 +39,20 @@ class SimBackend(Backend):
     def synchronize(self) -> None:
         """Nothing queued: the simulator runs each launch to completion."""
 
-    def launch(self, kernel: Any, extents: Any, *args: Any) -> None:
-        """As :meth:`Backend.launch` (thread x along the last axis), in blocks of 32, 8 x 4 or
+    def bound(self, kernel: Any, extents: Any) -> Any:
+        """As :meth:`Backend.bound` (thread x along the last axis), in blocks of 32, 8 x 4 or
         4 x 4 x 2 threads: the simulator runs a Python thread per GPU thread, most of them
         idle in the real launch's blocks on so small a grid."""
         threads = {1: (32,), 2: (8, 4), 3: (4, 4, 2)}[len(extents)]
         sizes = list(reversed([int(e) for e in extents]))
         blocks = tuple((s + t - 1) // t for s, t in zip(sizes, threads, strict=True))
-        kernel[blocks, threads](*args)
-        LAUNCHED.add(getattr(kernel, "fn", kernel).__name__)
+        configured = kernel[blocks, threads]
+
+        def run(*args: Any) -> None:
+            configured(*args)
+            LAUNCHED.add(getattr(kernel, "fn", kernel).__name__)
+
+        return run
 
 
 def sim_backend() -> Backend:
