@@ -7,6 +7,8 @@ import numpy as np
 from hpc.domains.sql import ops, strings
 from hpc.domains.sql.table import Column, settle
 
+from hpc.sort import stable_argsort
+
 from .aggregates import sort_rank
 from .device import backend, xp
 
@@ -118,12 +120,9 @@ def sort_order(keys: list[tuple[Column, bool, bool]], n: int) -> np.ndarray:
             null = (~col.valid).astype(np.int8)
             arrays.append(-null if nulls_first else null)
         arrays.append(v)
-    packed = _packed(arrays + [x.arange(n, dtype=np.int64)], n)
-    if packed is not None:  # the row number last: keys unique, any sort is the stable one
-        return np.argsort(packed)
     packed = _packed(arrays, n)
     if packed is not None:
-        return np.argsort(packed, kind="stable")
+        return stable_argsort(packed)
     return x.lexsort(x.stack(arrays[::-1]))
 
 
