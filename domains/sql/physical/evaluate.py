@@ -1106,14 +1106,21 @@ def _choose(choices: list[tuple[np.ndarray, Column]], default: Column, t: SQLTyp
     codes = [c.values for c in cols]
     if t.kind == "varchar":
         dictionary, codes = _align(cols)
-    values = _xp().array(codes[-1], copy=True)
-    valid = _ok(default.valid, n).copy()
-    taken = _xp().zeros(n, dtype=bool)
-    for (mask, col), v in zip(choices, codes, strict=False):
-        rows = mask & ~taken
-        values[rows] = v[rows]
-        valid[rows] = _ok(col.valid, n)[rows]
-        taken |= rows
+    xp = _xp()
+    nullable = any(c.valid is not None for c in cols)
+    # the last choice first, so that an earlier true mask overwrites it: a select, then a
+    # masked copy per choice (boolean-mask indexing compacts the rows: 4x the time)
+    pairs = list(zip(choices, codes, strict=False))
+    if not pairs:
+        return _make(xp.array(codes[-1], copy=True), t, None if default.valid is None
+                     else default.valid.copy(), dictionary)
+    (mask, col), v = pairs[-1]
+    values = xp.where(mask, v, codes[-1])
+    valid = xp.where(mask, _ok(col.valid, n), _ok(default.valid, n)) if nullable else None
+    for (mask, col), v in reversed(pairs[:-1]):
+        xp.copyto(values, v, casting="unsafe", where=mask)
+        if valid is not None:
+            xp.copyto(valid, _ok(col.valid, n), where=mask)
     return _make(values, t, valid, dictionary)
 
 
