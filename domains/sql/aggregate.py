@@ -230,8 +230,122 @@ def group_ids(keys: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
         first = np.empty(len(k), dtype=np.int64)
         n = kern["factorise_dense"](k, lo, np.full(hi - lo + 1, -1, np.int64), ids, first)
         return ids, int(n), first[:n]
+    if len(k) >= _PARTITIONED_ROWS:
+        n, first = _factorise_partitioned(k, ids)
+        return ids, n, first
     n = _factorise_hashed(k, ids)
     return ids, int(n), kern["first_rows"](ids, n)
+
+
+@njit(inline="always", cache=True)
+def _mix(key):  # type: ignore[no-untyped-def]
+    # a 64-bit hash of an int64 key (MurmurHash3's finaliser): its high bits pick the
+    # partition, its low bits the slot there
+    h = np.uint64(key)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
+    return h
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _part_counts(keys, shift, parts, pieces, counts):  # type: ignore[no-untyped-def]
+    # counts[c, p]: the keys of piece c (rows c n / pieces on) that fall in partition p
+    n = keys.shape[0]
+    for c in prange(pieces):
+        for i in range(c * n // pieces, (c + 1) * n // pieces):
+            counts[c, _mix(keys[i]) >> shift] += 1
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _part_scatter(keys, shift, pieces, at, order, moved):  # type: ignore[no-untyped-def]
+    # rows grouped by partition, in row order within each (piece c writes from at[c, p])
+    n = keys.shape[0]
+    for c in prange(pieces):
+        where = at[c].copy()
+        for i in range(c * n // pieces, (c + 1) * n // pieces):
+            k = keys[i]
+            p = _mix(k) >> shift
+            order[where[p]] = i
+            moved[where[p]] = k
+            where[p] += 1
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _first_in_key_parts(moved, order, starts, first):  # type: ignore[no-untyped-def]
+    # per partition (a table that stays in cache), each row's first row with its key
+    for p in prange(starts.shape[0] - 1):
+        lo, hi = starts[p], starts[p + 1]
+        size = 16
+        while size < 2 * (hi - lo):
+            size *= 2
+        mask = np.uint64(size - 1)
+        table = np.full(size, -1, dtype=np.int64)
+        for t in range(lo, hi):
+            k = moved[t]
+            s = _mix(k) & mask
+            while True:
+                u = table[s]
+                if u < 0:
+                    table[s] = t
+                    first[order[t]] = order[t]
+                    break
+                if moved[u] == k:
+                    first[order[t]] = order[u]
+                    break
+                s = (s + np.uint64(1)) & mask
+
+
+@njit(nogil=True, cache=True)
+def _number_groups(first, ids):  # type: ignore[no-untyped-def]
+    # groups numbered in order of first appearance (a row's first row is never later)
+    n = 0
+    for i in range(first.shape[0]):
+        f = first[i]
+        if f == i:
+            ids[i] = n
+            n += 1
+        else:
+            ids[i] = ids[f]
+    return n
+
+
+_PART_ROWS = 4096  # rows per partition, on average: its table (64 KB) stays in cache ...
+# ... up to 256 partitions: more, and the scatter's write streams outrun the caches (2048
+# partitions of 6M rows scattered 2.5x slower); a partition's table then fits in L2
+_PART_BITS = 8
+
+
+def _factorise_partitioned(keys: np.ndarray, ids: np.ndarray) -> tuple[int, np.ndarray]:
+    """Dense ids numbered in order of first appearance, and each group's first row, on all
+    threads: the rows are split by their keys' hash into partitions of a few thousand (a
+    counting sort by pieces of rows, each piece on its thread), each partition's keys find
+    their first row in a table that stays in cache, and one pass numbers the groups. One
+    table for all rows (:func:`_factorise_hashed`) misses the cache on every row once the
+    groups are many: 6M rows of 3M groups took 160 ms that way."""
+    import numba
+
+    n = len(keys)
+    bits = min(max(int(n // _PART_ROWS).bit_length(), 1), _PART_BITS)
+    parts = 1 << bits
+    shift = np.uint64(64 - bits)
+    pieces = max(1, min(numba.get_num_threads(), n // _PART_ROWS))
+    counts = np.zeros((pieces, parts), dtype=np.int64)
+    _part_counts(keys, shift, parts, pieces, counts)
+    # piece c's rows of partition p start after every piece's rows of earlier partitions
+    # and the earlier pieces' rows of p
+    starts = np.zeros(parts + 1, dtype=np.int64)
+    np.cumsum(counts.sum(axis=0), out=starts[1:])
+    at = starts[:-1] + np.cumsum(counts, axis=0) - counts
+    order = np.empty(n, dtype=np.int64)
+    moved = np.empty(n, dtype=np.int64)
+    _part_scatter(keys, shift, pieces, np.ascontiguousarray(at), order, moved)
+    first = np.empty(n, dtype=np.int64)
+    _first_in_key_parts(moved, order, starts, first)
+    groups = _number_groups(first, ids)
+    return int(groups), np.flatnonzero(first == np.arange(n))
 
 
 def _factorise_hashed(keys: np.ndarray, ids: np.ndarray) -> int:
@@ -333,6 +447,7 @@ def _pack(xp: Any, combined: Any, col: Any, lo: int, span: int, valid: Any) -> A
 
 _SMALL_SPAN = 1 << 12  # key ranges up to this many values: factorise_small
 _PARALLEL_ROWS = 1 << 17  # fewer rows: one thread is as fast
+_PARTITIONED_ROWS = 1 << 18  # hashed keys from this many rows: partitioned on all threads
 _CHUNKS = 16  # slots of factorise_small: fixed, so ids are the same on any thread count
 
 
