@@ -273,16 +273,22 @@ def _part_scatter(keys, shift, pieces, at, order, moved):  # type: ignore[no-unt
             where[p] += 1
 
 
+@njit(inline="always", cache=True)
+def part_table(rows):  # type: ignore[no-untyped-def]
+    # an empty open-addressing table (-1: free) at most half full with ``rows`` entries,
+    # and its slot mask
+    size = 16
+    while size < 2 * rows:
+        size *= 2
+    return np.full(size, -1, dtype=np.int64), np.uint64(size - 1)
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def _first_in_key_parts(moved, order, starts, first):  # type: ignore[no-untyped-def]
     # per partition (a table that stays in cache), each row's first row with its key
     for p in prange(starts.shape[0] - 1):
         lo, hi = starts[p], starts[p + 1]
-        size = 16
-        while size < 2 * (hi - lo):
-            size *= 2
-        mask = np.uint64(size - 1)
-        table = np.full(size, -1, dtype=np.int64)
+        table, mask = part_table(hi - lo)
         for t in range(lo, hi):
             k = moved[t]
             s = _mix(k) & mask

@@ -37,6 +37,8 @@ from numba import njit, prange
 
 from hpc.jit import serial_below
 
+from .aggregate import part_table
+
 __all__ = ["first_rows", "like_rows", "match_rows"]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -158,11 +160,7 @@ def _first_in_parts(offsets, data, hashes, order, starts, first):  # type: ignor
     # ``hashes`` in partition order; the tables hold positions in that order
     for p in prange(starts.shape[0] - 1):
         lo, hi = starts[p], starts[p + 1]
-        size = 16
-        while size < 2 * (hi - lo):
-            size *= 2
-        mask = np.uint64(size - 1)
-        table = np.full(size, -1, dtype=np.int64)
+        table, mask = part_table(hi - lo)
         for t in range(lo, hi):
             h = hashes[t]
             s = h & mask  # the low bits: the high ones chose the partition
