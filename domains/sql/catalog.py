@@ -354,8 +354,9 @@ class Catalog:
         """``column``'s exact rows, NULLs, least and greatest value over all of a Parquet
         table's files as they are now, from their row groups' statistics (no row read);
         without a column, the rows alone; without ``extremes``, the rows and NULLs alone.
-        None for a table not in Parquet or where a statistic is missing (see :func:`~.statistics.exact_summary`). Not collective:
-        every rank reads the same footers."""
+        None for a table not in Parquet or where a statistic is missing (see
+        :func:`~.statistics.exact_summary`). Not collective: every rank reads the same
+        footers."""
         from .table import parquet_summary
 
         files = self._parquet.get(name)
