@@ -305,13 +305,15 @@ def _first_in_key_parts(moved, order, starts, first):  # type: ignore[no-untyped
 
 
 @njit(nogil=True, cache=True)
-def _number_groups(first, ids):  # type: ignore[no-untyped-def]
-    # groups numbered in order of first appearance (a row's first row is never later)
+def _number_groups(first, ids, starts):  # type: ignore[no-untyped-def]
+    # groups numbered in order of first appearance (a row's first row is never later);
+    # starts[g]: group g's first row
     n = 0
     for i in range(first.shape[0]):
         f = first[i]
         if f == i:
             ids[i] = n
+            starts[n] = i
             n += 1
         else:
             ids[i] = ids[f]
@@ -350,8 +352,9 @@ def _factorise_partitioned(keys: np.ndarray, ids: np.ndarray) -> tuple[int, np.n
     _part_scatter(keys, shift, pieces, np.ascontiguousarray(at), order, moved)
     first = np.empty(n, dtype=np.int64)
     _first_in_key_parts(moved, order, starts, first)
-    groups = _number_groups(first, ids)
-    return int(groups), np.flatnonzero(first == np.arange(n))
+    starts_of = np.empty(n, dtype=np.int64)
+    groups = int(_number_groups(first, ids, starts_of))
+    return groups, starts_of[:groups]
 
 
 def _factorise_hashed(keys: np.ndarray, ids: np.ndarray) -> int:

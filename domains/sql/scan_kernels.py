@@ -440,13 +440,15 @@ def kth_value(values: np.ndarray, valid: np.ndarray | None, k: int, want_max: bo
     depend on how many values are equal."""
     import numba
 
+    if k <= 0:
+        return None
     pieces = max(1, min(numba.get_num_threads(), len(values) // max(4 * k, 1 << 14)))
-    heaps = np.empty((pieces, max(k, 1)), dtype=values.dtype)
+    heaps = np.empty((pieces, k), dtype=values.dtype)
     sizes = np.zeros(pieces, dtype=np.int64)
     mask = np.zeros(0, np.bool_) if valid is None else np.ascontiguousarray(valid, np.bool_)
     _best_by_piece(np.ascontiguousarray(values), mask, k, want_max, pieces, heaps, sizes)
     best = np.concatenate([heaps[p, :sizes[p]] for p in range(pieces)])
-    if k <= 0 or len(best) < k:
+    if len(best) < k:
         return None
     at = len(best) - k if want_max else k - 1
     return np.partition(best, at)[at]

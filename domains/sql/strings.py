@@ -160,7 +160,7 @@ def bound(dictionary: np.ndarray, text: str, side: str) -> int:
 def like(dictionary: np.ndarray | Entries, pattern: str) -> np.ndarray:
     """Which dictionary entries match a SQL LIKE pattern (``%``, ``_``; case-sensitive).
 
-    Patterns of literal parts between ``%`` (TPC-H's) are matched over the bytes by
+    Patterns of literal parts between ``%`` are matched over the bytes by
     :func:`.string_hash.like_rows` (UTF-8 substrings are code point substrings), several
     times faster than Arrow's regular expressions; ``_`` and escapes go to Arrow."""
     import pyarrow.compute as pc

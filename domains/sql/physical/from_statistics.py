@@ -4,8 +4,8 @@
 before a load) needs no row: Parquet's row groups carry their rows, their NULLs and their
 least and greatest values. An aggregate without keys whose input is a scan with no filter
 (or a projection of its columns), and whose every aggregate is COUNT(*), COUNT(x) or MIN /
-MAX of an integer, DECIMAL or DATE column, is answered from those statistics: TPC-H SF1's
-``max(l_orderkey)`` took 190 ms of decoding the column, and takes well under a millisecond.
+MAX of an integer, DECIMAL or DATE column, is answered from those statistics: the maximum of
+a 6M-row integer column took 190 ms of decoding it, and takes well under a millisecond.
 Where any row group lacks a statistic, or the table is not in Parquet, the scan runs as
 usual. Doubles are left to the scan (NaN orders above every value in SQL and is not in a
 footer's min/max) and so are strings (writers may truncate their statistics).
@@ -36,8 +36,7 @@ _EXACT_KINDS = ("integer", "decimal", "date")
 _EPOCH = datetime.date(1970, 1, 1)
 
 
-def answer_from_statistics(node: P.Aggregate, catalog: Any, rank: int, ranks: int
-                           ) -> Side | None:
+def answer_from_statistics(node: P.Aggregate, catalog: Any, rank: int) -> Side | None:
     """This rank's rows of ``node`` read from its table's Parquet statistics, or None
     where they cannot answer it (see the module's text).
 
@@ -48,8 +47,8 @@ def answer_from_statistics(node: P.Aggregate, catalog: Any, rank: int, ranks: in
         ``"partial"`` phase.
     catalog : Catalog
         Where the scanned table's files are (:meth:`~..catalog.Catalog.summary`).
-    rank, ranks : int
-        This rank and how many run the plan.
+    rank : int
+        This rank (rank 0 holds the answer).
     """
     wanted = _wanted(node)
     if wanted is None:
@@ -62,9 +61,11 @@ def answer_from_statistics(node: P.Aggregate, catalog: Any, rank: int, ranks: in
         if found is None:
             return None
         summaries[column] = found
-    whole = catalog.summary(table, None) if None in columns.values() else None
-    if None in columns.values() and whole is None:
-        return None
+    whole = None
+    if None in columns.values():  # COUNT(*): the rows alone
+        whole = catalog.summary(table, None)
+        if whole is None:
+            return None
     partial = node.phase == "partial"
     if rank != 0 and not partial:  # (a complete aggregate's one row is rank 0's)
         return Side({f.name: _column(None, f.type, 0) for f in node.schema}, 0)
@@ -108,9 +109,8 @@ def _wanted(node: P.Aggregate) -> tuple[str, dict[str, str | None]] | None:
         if len(agg.args) != 1 or not isinstance(agg.args[0], E.Ref):
             return None
         ref = agg.args[0]
-        if agg.name == "count" and not agg.distinct:
-            pass
-        elif agg.name not in _EXTREMES or ref.type.kind not in _EXACT_KINDS:
+        counted = agg.name == "count" and not agg.distinct
+        if not counted and (agg.name not in _EXTREMES or ref.type.kind not in _EXACT_KINDS):
             return None
         source = sources.get(renamed.get(ref.name, ref.name))
         if source is None:
