@@ -1682,6 +1682,25 @@ def _std_round(x: np.ndarray) -> np.ndarray:
         return t + np.where(np.abs(x - t) >= 0.5, np.sign(x), 0.0)
 
 
+def _round_product(v: np.ndarray, m: float) -> np.ndarray:
+    """C's round() of the exact product ``v * m``: where the rounded product lies exactly
+    halfway (``0.295 * 100`` is 29.5 in doubles, the exact product 29.4999...), the product's
+    rounding error (Dekker's exact product) says which way, as DuckDB rounds."""
+    xp = _xp()
+    p = v * m
+    split = 134217729.0  # 2**27 + 1: each half of a double in 26 bits, products exact
+    vc, mc = split * v, split * m
+    vh = vc - (vc - v)
+    mh = mc - (mc - m)
+    vl, ml = v - vh, m - mh
+    err = ((vh * mh - p) + vh * ml + vl * mh) + vl * ml
+    err = xp.where(xp.isfinite(err), err, 0.0)
+    t = xp.trunc(p)
+    frac = xp.abs(p - t)
+    away = (frac > 0.5) | ((frac == 0.5) & (err * xp.sign(p) >= 0))
+    return t + xp.where(away, xp.sign(p), 0.0)
+
+
 def _round(e: E.Call, batch: Batch) -> Column:
     x_e = e.args[0]
     digits = _int_arg(e.args[1], "ROUND") if len(e.args) > 1 else 0
@@ -1694,7 +1713,7 @@ def _round(e: E.Call, batch: Batch) -> Column:
         with np.errstate(all="ignore"):
             if digits >= 0:
                 m = 10.0 ** digits
-                r = _std_round(v * m) / m
+                r = _round_product(v, m) / m
             else:
                 m = 10.0 ** -digits
                 r = _std_round(v / m) * m
