@@ -16,11 +16,18 @@ index up in the same loop (1.1-1.8 ns an index; cutting each index out of the tw
 spans took twice that), and there is no Python per page beyond the decompression call. A
 scan of four such columns on two threads: 75 ms with pyarrow, 43 ms here.
 
+Dictionary-encoded strings (:func:`decode_text_chunk`) go the same way: the dictionary
+page's strings become one offsets array and one bytes array, and the data pages' indices
+are expanded into int32 codes by the same kernels (looked up in an identity dictionary).
+pyarrow builds an Arrow dictionary array per row group through a general reader; on a
+column of a few distinct strings (flags, modes, segments) the indices are all there is.
+
 What is read: data pages v1 and v2, PLAIN and dictionary (``PLAIN_DICTIONARY``,
 ``RLE_DICTIONARY``) encodings mixed in one chunk (a writer falls back to PLAIN when its
-dictionary grows too large), required and optional flat columns, every codec Arrow has.
-Anything else (other encodings, nested columns, byte arrays) raises
-:class:`NotNative`, and the caller reads the column with pyarrow instead.
+dictionary grows too large), required and optional flat columns, every codec Arrow has;
+strings only where every data page is dictionary-encoded. Anything else (other encodings,
+nested columns, strings stored plain) raises :class:`NotNative`, and the caller reads the
+column with pyarrow instead.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from typing import Any
 import numba as nb
 import numpy as np
 
-__all__ = ["NotNative", "Chunk", "chunk_of", "decode_chunk", "native_dtype"]
+__all__ = ["NotNative", "Chunk", "Pages", "chunk_of", "decode_chunk", "decode_pages",
+           "decode_text_chunk", "native_dtype", "read_pages"]
 
 # parquet.thrift
 _DATA_PAGE, _INDEX_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 1, 2, 3
@@ -67,6 +75,8 @@ class Chunk:
         Arrow's codec name (``"snappy"``, ``"zstd"``, ...), or None when uncompressed.
     max_definition : int
         0 for a required column, 1 for an optional flat one.
+    text : bool
+        Dictionary-encoded strings (``BYTE_ARRAY``): ``dtype`` is then int32, the codes.
     """
 
     start: int
@@ -75,6 +85,7 @@ class Chunk:
     dtype: np.dtype
     codec: str | None
     max_definition: int
+    text: bool = False
 
 
 # Parquet's codec names -> Arrow's (Parquet's old LZ4 is Hadoop's framing: left to pyarrow)
@@ -82,10 +93,18 @@ _CODECS = {"UNCOMPRESSED": None, "SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "
            "ZSTD": "zstd", "LZ4_RAW": "lz4_raw"}
 
 
-def chunk_of(column: Any, schema_column: Any) -> Chunk:
+def chunk_of(column: Any, schema_column: Any, text: bool = False) -> Chunk:
     """The :class:`Chunk` of a ``pyarrow.parquet.ColumnChunkMetaData`` and its
-    ``ColumnSchema``; raises :class:`NotNative` for a chunk not decoded here."""
-    dtype = native_dtype(column.physical_type)
+    ``ColumnSchema``; raises :class:`NotNative` for a chunk not decoded here. With ``text``,
+    a chunk of dictionary-encoded strings (:func:`decode_text_chunk`)."""
+    if text:
+        if column.physical_type != "BYTE_ARRAY":
+            raise NotNative(f"physical type {column.physical_type} read as strings")
+        if not column.has_dictionary_page:
+            raise NotNative("strings without a dictionary page")
+        dtype = np.dtype(np.int32)
+    else:
+        dtype = native_dtype(column.physical_type)
     if dtype is None:
         raise NotNative(f"physical type {column.physical_type}")
     if schema_column.max_repetition_level or schema_column.max_definition_level > 1:
@@ -96,7 +115,7 @@ def chunk_of(column: Any, schema_column: Any) -> Chunk:
     if column.has_dictionary_page and column.dictionary_page_offset:
         starts.append(column.dictionary_page_offset)
     return Chunk(min(starts), column.total_compressed_size, column.num_values, dtype,
-                 _CODECS[column.compression], schema_column.max_definition_level)
+                 _CODECS[column.compression], schema_column.max_definition_level, text)
 
 
 _codecs: dict[str, Any] = {}
@@ -167,12 +186,69 @@ def decode_chunk(data: Any, chunk: Chunk, values: np.ndarray, valid: np.ndarray)
     :class:`NotNative` for a page these kernels do not read, and ``ValueError`` for a chunk
     whose pages do not add up (a damaged file).
     """
+    if chunk.text:
+        raise ValueError("a chunk of strings: decode_text_chunk")
+    return decode_pages(read_pages(data, chunk), values, valid)
+
+
+_NO_ENTRIES = (np.zeros(1, np.int32), np.empty(0, np.uint8))
+
+
+def decode_text_chunk(data: Any, chunk: Chunk, codes: np.ndarray,
+                      valid: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """Decode a chunk of dictionary-encoded strings (``chunk.text``) as :func:`decode_chunk`
+    does: ``codes`` (int32) get each row's index into the chunk's dictionary (0 for a
+    NULL); returns the NULLs and the dictionary as Arrow's string layout, int32 offsets
+    (one more than the strings) and their UTF-8 bytes. A data page not dictionary-encoded
+    (a writer's fallback to PLAIN) raises :class:`NotNative`. :func:`read_pages` and
+    :func:`decode_pages` do the same in two steps, indices mapped to other codes."""
+    pages = read_pages(data, chunk)
+    offsets, text = pages.entries
+    identity = np.arange(len(offsets) - 1, dtype=np.int32)
+    return decode_pages(pages, codes, valid, identity), offsets, text
+
+
+@dataclass(frozen=True)
+class Pages:
+    """A chunk's pages read and decompressed (:func:`read_pages`), not yet decoded.
+
+    Attributes
+    ----------
+    chunk : Chunk
+    body : numpy.ndarray
+        The decompressed pages, each at ``offsets[page]`` (8-byte aligned, padded).
+    offsets : numpy.ndarray
+    table : numpy.ndarray
+        One row per page: its header's fields.
+    dictionary : numpy.ndarray
+        The dictionary page's values (empty without one); for strings, nothing: see
+        ``entries``.
+    entries : tuple of numpy.ndarray
+        A text chunk's dictionary, int32 offsets and UTF-8 bytes (Arrow's string layout).
+    """
+
+    chunk: Chunk
+    body: np.ndarray
+    offsets: np.ndarray
+    table: np.ndarray
+    dictionary: np.ndarray
+    entries: tuple[np.ndarray, np.ndarray] = _NO_ENTRIES
+
+
+def _where(chunk: Chunk) -> str:
+    return f"Parquet column chunk at byte {chunk.start}"
+
+
+def read_pages(data: Any, chunk: Chunk) -> Pages:
+    """Read the page headers of ``chunk`` (one kernel) and decompress its pages into one
+    buffer (the only per-page Python); a dictionary page's values are kept, a text chunk's
+    strings laid out as Arrow's. Raises :class:`NotNative` and ``ValueError`` as
+    :func:`decode_chunk` does."""
+    empty = np.empty(0, np.uint8)
     if chunk.rows == 0:  # (a writer may point an empty chunk at no page at all)
-        return 0
-    where = f"Parquet column chunk at byte {chunk.start}"
-    if len(values) != chunk.rows or (chunk.max_definition and len(valid) != chunk.rows):
-        raise ValueError(f"{where}: {chunk.rows} rows need values (and, for an optional "
-                         f"column, a mask) of that length, not {len(values)} and {len(valid)}")
+        return Pages(chunk, empty, np.zeros(1, np.int64), np.empty((0, _FIELDS), np.int64),
+                     np.empty(0, chunk.dtype))
+    where = _where(chunk)
     buf = np.frombuffer(data, np.uint8, count=chunk.size, offset=chunk.start)
     table = np.empty((max(8, chunk.size // 16384), _FIELDS), np.int64)
     pages = _page_headers(buf, table)
@@ -182,6 +258,11 @@ def decode_chunk(data: Any, chunk: Chunk, values: np.ndarray, valid: np.ndarray)
     if pages < 0:
         raise ValueError(f"{where}: a damaged page header (byte {chunk.start - pages - 1})")
     table = table[:pages]
+    if chunk.text:  # strings stored PLAIN in a data page: left to pyarrow
+        data_pages = (table[:, _KIND] == _DATA_PAGE) | (table[:, _KIND] == _DATA_PAGE_V2)
+        encodings = table[data_pages, _ENCODING]
+        if ((encodings != _PLAIN_DICTIONARY) & (encodings != _RLE_DICTIONARY)).any():
+            raise NotNative("strings stored plain in a data page")
     headers = table[:, :_ENCODING + 1].tolist()  # Python ints: the loops below are per page
     # each page decompressed at an 8-byte boundary, 16 bytes apart (the index kernels read
     # aligned 64-bit words, one past the last; _decode_pages zeroes those bytes)
@@ -193,7 +274,8 @@ def decode_chunk(data: Any, chunk: Chunk, values: np.ndarray, valid: np.ndarray)
             raise ValueError(f"{where}: a page of negative size")
         offsets[page + 1] = offsets[page] + (0 if kind == _INDEX_PAGE else (size + 23) // 8 * 8)
     body = np.empty(offsets[-1] // 8, np.uint64).view(np.uint8)
-    dictionary = values[:0]
+    dictionary = np.empty(0, chunk.dtype)
+    entries = _NO_ENTRIES
     for page, (kind, at, stored, size, count, encoding) in enumerate(headers):
         if kind == _INDEX_PAGE:
             continue
@@ -212,12 +294,39 @@ def decode_chunk(data: Any, chunk: Chunk, values: np.ndarray, valid: np.ndarray)
         if kind == _DICTIONARY_PAGE:
             if encoding not in (_PLAIN, _PLAIN_DICTIONARY):
                 raise NotNative(f"dictionary page encoding {encoding}")
+            if chunk.text:  # the strings laid out as Arrow's
+                starts, text, ok = _byte_arrays(body, o, o + size, count)
+                if not ok:
+                    raise ValueError(f"{where}: a dictionary page of {count} strings in "
+                                     f"{size} bytes")
+                entries = (starts, text)
+                continue
             if count * chunk.dtype.itemsize > size:
                 raise ValueError(f"{where}: a dictionary page of {count} values in {size} "
                                  "bytes")
             dictionary = body[o: o + count * chunk.dtype.itemsize].view(chunk.dtype)
+    return Pages(chunk, body, np.array(offsets, np.int64), table, dictionary, entries)
+
+
+def decode_pages(pages: Pages, values: np.ndarray, valid: np.ndarray,
+                 lookup: np.ndarray | None = None) -> int:
+    """Decode :func:`read_pages`' data pages into ``values`` and ``valid`` (as
+    :func:`decode_chunk`); a dictionary index ``i`` becomes ``lookup[i]`` (by default the
+    dictionary page's values; for a text chunk, the codes its strings get). Returns the
+    NULLs."""
+    chunk = pages.chunk
+    if chunk.rows == 0:
+        return 0
+    where = _where(chunk)
+    if len(values) != chunk.rows or (chunk.max_definition and len(valid) != chunk.rows):
+        raise ValueError(f"{where}: {chunk.rows} rows need values (and, for an optional "
+                         f"column, a mask) of that length, not {len(values)} and {len(valid)}")
+    dictionary = pages.dictionary if lookup is None else lookup
+    if dictionary.dtype != values.dtype:
+        raise ValueError(f"{where}: {dictionary.dtype} dictionary values for {values.dtype}")
+    table = pages.table
     error = np.zeros(2, np.int64)
-    nulls = _decode_pages(body, np.array(offsets), table, dictionary, values,
+    nulls = _decode_pages(pages.body, pages.offsets, table, dictionary, values,
                           values.view(np.uint8), valid, chunk.max_definition > 0, error)
     if nulls >= 0:
         return int(nulls)
@@ -487,6 +596,35 @@ def _decode_pages(body: np.ndarray, offsets: np.ndarray, table: np.ndarray,
         error[0], error[1] = _ENDED, row
         return _ENDED
     return nulls
+
+
+@nb.njit(cache=True, nogil=True)
+def _byte_arrays(body: np.ndarray, start: int, end: int,
+                 count: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """``count`` PLAIN byte arrays (a 4-byte little-endian length, then the bytes) from
+    ``body[start:end]`` as int32 offsets and the bytes back to back; False where they run
+    past ``end`` or past 2 GiB (a damaged page)."""
+    offsets = np.zeros(max(count, 0) + 1, np.int32)
+    pos = start
+    total = 0
+    for i in range(count):
+        if end - pos < 4:
+            return offsets, body[:0], False
+        n = (np.int64(body[pos]) | (np.int64(body[pos + 1]) << 8)
+             | (np.int64(body[pos + 2]) << 16) | (np.int64(body[pos + 3]) << 24))
+        pos += 4
+        total += n
+        if n > end - pos or total >= 2**31:
+            return offsets, body[:0], False
+        pos += n
+        offsets[i + 1] = total
+    out = np.empty(total, np.uint8)
+    pos = start
+    for i in range(count):
+        a, b = offsets[i], offsets[i + 1]
+        out[a:b] = body[pos + 4: pos + 4 + b - a]
+        pos += 4 + b - a
+    return offsets, out, True
 
 
 @nb.njit(cache=True, nogil=True)

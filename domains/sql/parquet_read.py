@@ -14,7 +14,9 @@ Arrow chunk used without a copy.
 Given the file's bytes, 4- and 8-byte integer, date and float columns (decimals stored as
 integers among them) skip pyarrow: our page kernels (:mod:`.parquet_pages`) decode each
 column chunk, one task per chunk, straight into the column's one array, and the other
-columns' pieces share the same threads.
+columns' pieces share the same threads. So do string columns read as Arrow dictionaries:
+each chunk's codes land in the column's one int32 array, and each row group becomes an
+Arrow dictionary array over its own dictionary page, as pyarrow would give it.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ _pool_threads = 0
 
 def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[int],
                     columns: Sequence[str], threads: int,
-                    scaled: Collection[str] = (), data: Any = None) -> Any:
+                    scaled: Collection[str] = (), data: Any = None,
+                    unsorted: Collection[str] = ()) -> Any:
     """Row groups ``groups`` of ``columns`` as one ``pyarrow.Table``.
 
     Parameters
@@ -58,8 +61,9 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
         table converts their chunks one by one.
     data : buffer, optional
         The whole file's bytes (its memory map). With it, flat columns of 4- and 8-byte
-        integers, dates and floats are decoded by our page kernels (:mod:`.parquet_pages`),
-        a column chunk per task, straight into one array per column.
+        integers, dates and floats, and those of strings ``open_file`` reads as Arrow
+        dictionaries, are decoded by our page kernels (:mod:`.parquet_pages`), a column
+        chunk per task, straight into one array per column.
     """
     import pyarrow as pa
 
@@ -96,15 +100,19 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
 
     tasks: list[tuple[int, Callable[[], Any]]] = [
         (p.cost, (lambda p=p: read(p))) for p in pieces]
-    for d in decoded.values():
-        tasks += [(cost, (lambda d=d, g=g: d.decode(data, g, int(first[g]))))
-                  for g, cost in zip(groups, d.costs, strict=True)]
-    order = sorted(range(len(tasks)), key=lambda i: -tasks[i][0])  # largest first
-    if threads < 2:
-        done = {i: tasks[i][1]() for i in order}
-    else:
-        done = dict(zip(order, _executor(threads).map(lambda i: tasks[i][1](), order),
-                        strict=True))
+    # a decoded column's chunks in a few runs per thread: a task per chunk costs the pool's
+    # Python (about 30 us a task) 53 times per column of a 6M-row table
+    runs = {name: _runs(groups, d.costs, 4 * threads) for name, d in decoded.items()}
+    for name, d in decoded.items():
+        tasks += [(cost, (lambda d=d, run=run: [d.decode(data, g, int(first[g])) for g in run]))
+                  for cost, run in runs[name]]
+    done = _run(tasks, threads)
+    text = [d for d in decoded.values() if d.text]
+    if text:  # strings: their dictionaries joined, then the indices turned into codes
+        for d in text:
+            d.merge(groups, sort=d.name not in unsorted)
+        _run([(cost, (lambda d=d, run=run: [d.finish(g, int(first[g])) for g in run]))
+              for d in text for cost, run in runs[d.name]], threads)
     chunks: dict[str, list[Any]] = {}
     types: dict[str, Any] = {}
     for i, piece in enumerate(pieces):
@@ -122,10 +130,30 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
     return pa.table(out)
 
 
+def _runs(groups: list[int], costs: list[int], parts: int) -> list[tuple[int, list[int]]]:
+    """``groups`` cut into at most ``parts`` contiguous runs of about equal cost, each with
+    its cost."""
+    sizes = np.cumsum(costs)
+    if not len(sizes):
+        return []
+    ends = np.searchsorted(sizes, sizes[-1] * np.arange(1, parts) / parts, side="right")
+    bounds = np.unique(np.concatenate([[0], np.minimum(ends, len(groups)), [len(groups)]]))
+    return [(int(sizes[hi - 1] - (sizes[lo - 1] if lo else 0)), groups[lo:hi])
+            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi > lo]
+
+
+def _run(tasks: list[tuple[int, Callable[[], Any]]], threads: int) -> dict[int, Any]:
+    """Every task's result by its place in ``tasks``, the largest (by cost) started first."""
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i][0])
+    if threads < 2:
+        return {i: tasks[i][1]() for i in order}
+    return dict(zip(order, _executor(threads).map(lambda i: tasks[i][1](), order), strict=True))
+
+
 def _native_columns(meta: Any, arrow_schema: Any, columns: list[str]) -> dict[str, int]:
     """The columns our page kernels decode, with their index in the footer: flat columns
     whose Arrow type holds the physical values as they are (4- and 8-byte integers, decimals
-    read as their integers, dates, floats)."""
+    read as their integers, dates, floats), and strings read as Arrow dictionaries."""
     import pyarrow as pa
 
     from .parquet_pages import native_dtype
@@ -137,10 +165,16 @@ def _native_columns(meta: Any, arrow_schema: Any, columns: list[str]) -> dict[st
         if i is None:
             continue
         column = meta.schema.column(i)
-        dtype = native_dtype(column.physical_type)
-        if dtype is None or column.max_repetition_level or column.max_definition_level > 1:
+        if column.max_repetition_level or column.max_definition_level > 1:
             continue
         t = arrow_schema.field(name).type
+        if (pa.types.is_dictionary(t) and t.value_type == pa.string()
+                and t.index_type == pa.int32() and column.physical_type == "BYTE_ARRAY"):
+            out[name] = i
+            continue
+        dtype = native_dtype(column.physical_type)
+        if dtype is None:
+            continue
         bits = 8 * dtype.itemsize
         if ((pa.types.is_integer(t) and t.bit_width == bits)
                 or (pa.types.is_floating(t) and t.bit_width == bits and dtype.kind == "f")
@@ -155,7 +189,13 @@ _NO_MASK = np.empty(0, np.bool_)
 class _Decoded:
     """One column decoded chunk by chunk (:func:`decode`, a task per row group) into one
     array; a chunk the kernels do not read (:class:`~.parquet_pages.NotNative`) sends the
-    whole column to pyarrow."""
+    whole column to pyarrow.
+
+    A string column takes two rounds: :func:`decode` reads each chunk's pages and
+    dictionary, :func:`merge` joins the chunks' dictionaries into one (sorted and
+    distinct, unless ``sort`` is off: then one after another), and :func:`finish` turns
+    each chunk's indices straight into codes of that dictionary. The column is then one
+    dictionary array, with no per-row-group dictionaries left to merge row by row."""
 
     def __init__(self, meta: Any, name: str, index: int, groups: list[int], total: int):
         from .parquet_pages import NotNative, chunk_of
@@ -163,10 +203,14 @@ class _Decoded:
         self.name = name
         self.chunks: dict[int, Any] = {}
         self.native = True
+        self.text = meta.schema.column(index).physical_type == "BYTE_ARRAY"
+        self.pages: dict[int, Any] = {}  # a text chunk's pages, between the rounds
+        self.lookup: dict[int, np.ndarray] = {}  # a text chunk's indices -> codes
+        self.dictionary: Any = None
         try:
             for g in groups:
                 self.chunks[g] = chunk_of(meta.row_group(g).column(index),
-                                          meta.schema.column(index))
+                                          meta.schema.column(index), self.text)
         except NotNative:
             self.native = False
         self.costs = [meta.row_group(g).column(index).total_uncompressed_size
@@ -179,16 +223,59 @@ class _Decoded:
         self.nulls: dict[int, int] = {}  # by row group: tasks on several threads write it
 
     def decode(self, data: Any, group: int, at: int) -> None:
-        from .parquet_pages import NotNative, decode_chunk
+        """A row group's chunk decoded (a string column's only read: see :func:`finish`)."""
+        from .parquet_pages import NotNative, decode_pages, read_pages
 
         if not self.native:
             return
         chunk = self.chunks[group]
-        values = self.values[at: at + chunk.rows]
-        # (a required column's kernels take an empty mask: one compiled variant per type)
-        valid = _NO_MASK if self.valid is None else self.valid[at: at + chunk.rows]
         try:
-            self.nulls[group] = decode_chunk(data, chunk, values, valid)
+            pages = read_pages(data, chunk)
+            if self.text:
+                self.pages[group] = pages
+            else:
+                self.nulls[group] = decode_pages(pages, *self._arrays(group, at))
+        except NotNative:
+            self.native = False
+
+    def _arrays(self, group: int, at: int) -> tuple[np.ndarray, np.ndarray]:
+        rows = self.chunks[group].rows
+        # (a required column's kernels take an empty mask: one compiled variant per type)
+        valid = _NO_MASK if self.valid is None else self.valid[at: at + rows]
+        return self.values[at: at + rows], valid
+
+    def merge(self, groups: list[int], sort: bool) -> None:
+        """A string column's one dictionary from its chunks' (between the rounds)."""
+        import pyarrow as pa
+
+        from .strings import sort_unique
+
+        if not self.native:
+            self.pages.clear()
+            return
+        parts = [self.pages[g].entries for g in groups]
+        sizes = np.array([len(offsets) - 1 for offsets, _ in parts], np.int64)
+        joined = pa.concat_arrays([
+            pa.Array.from_buffers(pa.string(), len(offsets) - 1,
+                                  [None, pa.py_buffer(offsets), pa.py_buffer(text)])
+            for offsets, text in parts]) if parts else pa.array([], pa.string())
+        if sort:
+            self.dictionary, lookup = sort_unique(joined)
+        else:
+            self.dictionary, lookup = joined, np.arange(len(joined), dtype=np.int32)
+        bases = np.concatenate([[0], np.cumsum(sizes)])
+        for g, lo, hi in zip(groups, bases[:-1], bases[1:], strict=True):
+            self.lookup[g] = lookup[lo:hi]
+
+    def finish(self, group: int, at: int) -> None:
+        """A string column's chunk: its indices as codes of the merged dictionary."""
+        from .parquet_pages import NotNative, decode_pages
+
+        if not self.native:
+            return
+        try:
+            self.nulls[group] = decode_pages(self.pages.pop(group), *self._arrays(group, at),
+                                             self.lookup[group])
         except NotNative:
             self.native = False
 
@@ -203,8 +290,14 @@ class _Decoded:
         mask = None
         if self.valid is not None and nulls:
             mask = pa.py_buffer(np.packbits(self.valid, bitorder="little"))
-        return pa.chunked_array([pa.Array.from_buffers(
-            arrow_type, len(self.values), [mask, pa.py_buffer(self.values)], null_count=nulls)])
+        if not self.text:
+            return pa.chunked_array([pa.Array.from_buffers(
+                arrow_type, len(self.values), [mask, pa.py_buffer(self.values)],
+                null_count=nulls)])
+        codes = pa.Array.from_buffers(pa.int32(), len(self.values),
+                                      [mask, pa.py_buffer(self.values)], null_count=nulls)
+        return pa.chunked_array([pa.DictionaryArray.from_arrays(codes, self.dictionary,
+                                                                safe=False)], type=arrow_type)
 
 
 @dataclass(frozen=True)

@@ -442,6 +442,12 @@ def _dictionary_codes(chunks: list[Any], n: int, sort: bool = True) -> tuple[np.
         unique, lookup = strings.sort_unique(entries)
     else:
         unique, lookup = entries, np.arange(len(entries), dtype=np.int32)
+    out = strings.to_numpy(unique) if sort else strings.Entries(unique)
+    if (len(chunks) == 1 and len(chunks[0]) and len(lookup) == len(entries)
+            and np.array_equal(lookup, np.arange(len(lookup)))):
+        # one dictionary, already sorted and distinct (our page kernels merge a column's
+        # row groups so): the indices are the codes, no pass over the rows
+        return np.asarray(_numpy(chunks[0].indices, 0), dtype=np.int32), out
     codes = np.empty(n, dtype=np.int32)  # (every row written below: no memset first)
     starts, used, indices = [], [], []
     start = 0
@@ -457,7 +463,7 @@ def _dictionary_codes(chunks: list[Any], n: int, sort: bool = True) -> tuple[np.
     if indices:
         codes_into(codes, np.asarray(starts, np.int64), lookup, np.asarray(used, np.int64),
                    read_only_list(indices))
-    return codes, strings.to_numpy(unique) if sort else strings.Entries(unique)
+    return codes, out
 
 
 def _numpy(arr: Any, fill: Any) -> np.ndarray:
@@ -564,7 +570,8 @@ def _read_part(mapped: _MappedFile, pf: Any, dictionaries: list[str],
         bounds = np.maximum.accumulate(bounds)
         mine = kept[int(bounds[rank]):int(bounds[rank + 1])]
         if mine:
-            arrow = _read_groups(mapped, dictionaries, mine, columns or pf.schema_arrow.names)
+            arrow = _read_groups(mapped, dictionaries, mine, columns or pf.schema_arrow.names,
+                                 unsorted)
         else:
             arrow = pf.schema_arrow.empty_table()
         if columns is not None and not mine:
@@ -584,14 +591,15 @@ def _read_part(mapped: _MappedFile, pf: Any, dictionaries: list[str],
 
 
 def _read_groups(mapped: _MappedFile, dictionaries: list[str], groups: list[int],
-                 columns: list[str]) -> Any:
+                 columns: list[str], unsorted: Collection[str] = ()) -> Any:
     """Row groups ``groups`` on this rank's threads (:mod:`.parquet_read`)."""
     import numba
 
     from .parquet_read import read_row_groups
 
     return read_row_groups(lambda: mapped.open(dictionaries), mapped.meta, groups, columns,
-                           numba.get_num_threads(), scaled=mapped.scales, data=mapped.whole)
+                           numba.get_num_threads(), scaled=mapped.scales, data=mapped.whole,
+                           unsorted=unsorted)
 
 
 @dataclass(frozen=True)

@@ -217,3 +217,103 @@ def test_a_damaged_chunk_is_an_error_not_a_crash(tmp_path_factory, seed, codec, 
         pass
     assert (out[:guard] == -7).all() and (out[-guard:] == -7).all()
     assert valid[:guard].all() and valid[-guard:].all()
+
+
+def _strings(rng: np.random.Generator, rows: int, distinct: int, null_share: float) -> pa.Array:
+    """Strings of 0 to 40 characters, some of them multi-byte, drawn from ``distinct``."""
+    alphabet = np.array(list("ab c-é€😀") + ["", "xyz"])
+    lengths = rng.integers(0, 41, distinct)
+    pool = ["".join(rng.choice(alphabet, n)) for n in lengths]
+    mask = rng.random(rows) < null_share if null_share else None
+    return pa.array([pool[i] for i in rng.integers(0, distinct, rows)], pa.string(), mask=mask)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rows=st.sampled_from([0, 1, 8, 9, 1000, 20000]),
+       distinct=st.sampled_from([1, 2, 7, 300, 5000]),
+       null_share=st.sampled_from([0.0, 0.0, 0.01, 0.5, 1.0]),
+       version=st.sampled_from(["1.0", "2.0"]),
+       codec=st.sampled_from(["snappy", "zstd", "gzip", "none"]),
+       page=st.sampled_from([64, 1024, 1 << 20]),
+       dictionary_limit=st.sampled_from([256, 1 << 20]))
+def test_string_chunks_decode_as_pyarrow_reads_them(tmp_path_factory, seed, rows, distinct,
+                                                    null_share, version, codec, page,
+                                                    dictionary_limit):
+    """Dictionary-encoded strings: the codes index the chunk's dictionary to give pyarrow's
+    strings and NULLs; a chunk whose writer fell back to PLAIN pages is left to pyarrow
+    (NotNative), never read wrongly."""
+    from hpc.domains.sql.parquet_pages import decode_text_chunk
+
+    rng = np.random.default_rng(seed)
+    column = _strings(rng, rows, distinct, null_share)
+    table = pa.table({"s": column})
+    if null_share == 0.0:
+        table = table.cast(pa.schema([pa.field("s", pa.string(), nullable=False)]))
+    path = tmp_path_factory.mktemp("text") / "t.parquet"
+    pq.write_table(table, path, data_page_version=version, compression=codec,
+                   data_page_size=page, dictionary_pagesize_limit=dictionary_limit,
+                   row_group_size=max(1, rows // 2) if rows else None)
+    pf = pq.ParquetFile(path)
+    with open(path, "rb") as f:
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    for group in range(pf.metadata.num_row_groups):
+        meta = pf.metadata.row_group(group).column(0)
+        want = pf.read_row_group(group).column("s").to_pylist()
+        try:
+            chunk = chunk_of(meta, pf.schema.column(0), text=True)
+        except NotNative:
+            assert not meta.has_dictionary_page
+            continue
+        codes = np.full(chunk.rows, -1, np.int32)
+        valid = np.empty(chunk.rows if chunk.max_definition else 0, np.bool_)
+        try:
+            nulls, offsets, text = decode_text_chunk(data, chunk, codes, valid)
+        except NotNative:
+            # only where the dictionary outgrew its limit and pages fell back to PLAIN
+            assert dictionary_limit == 256 and distinct > 7
+            continue
+        entries = [bytes(text[a:b]).decode() for a, b in zip(offsets[:-1], offsets[1:],
+                                                                strict=True)]
+        if not chunk.max_definition:
+            valid = np.ones(chunk.rows, np.bool_)
+        assert nulls == int((~valid).sum())
+        assert (codes[~valid] == 0).all()
+        assert [entries[c] if v else None for c, v in zip(codes, valid, strict=True)] == want
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rows=st.sampled_from([1, 50, 3000, 20000]),
+       distinct=st.sampled_from([1, 3, 40, 2000]), null_share=st.sampled_from([0.0, 0.3]),
+       groups=st.sampled_from([1, 4, 9]), threads=st.sampled_from([1, 2]),
+       raw=st.booleans())
+def test_string_scans_merge_the_row_groups_dictionaries(tmp_path_factory, seed, rows,
+                                                        distinct, null_share, groups, threads,
+                                                        raw):
+    """A dictionary-encoded string column of several row groups, each with its own
+    dictionary (its own strings, in its own order), read by ``read_parquet``: every row's
+    string and NULL as pyarrow reads them, sorted or raw (``unsorted``)."""
+    import numba
+    from hpc.domains.sql import strings
+    from hpc.domains.sql.table import _maps, read_parquet
+
+    rng = np.random.default_rng(seed)
+    # each row group draws from its own part of the pool, so the dictionaries differ
+    parts = [_strings(rng, rows // groups + 1, int(rng.integers(1, distinct + 1)), null_share)
+             for _ in range(groups)]
+    column = pa.concat_arrays(parts)[:rows]
+    path = tmp_path_factory.mktemp("scan_text") / "t.parquet"
+    pq.write_table(pa.table({"s": column, "k": np.arange(rows)}), path,
+                   row_group_size=rows // groups + 1)
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    try:
+        got = read_parquet(str(path), ["s", "k"], unsorted=["s"] if raw else ()).columns["s"]
+    finally:
+        numba.set_num_threads(before)
+        _maps.clear()
+    entries = strings.arrow(got.dictionary).to_pylist()
+    valid = np.ones(rows, np.bool_) if got.valid is None else got.valid
+    strings_read = [entries[c] if v else None for c, v in zip(got.values, valid, strict=True)]
+    assert strings_read == column.to_pylist()
+    if not raw:  # one sorted dictionary of distinct strings
+        assert entries == sorted(set(entries), key=lambda e: e.encode())
