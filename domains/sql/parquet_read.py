@@ -103,16 +103,18 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
     # a decoded column's chunks in a few runs per thread: a task per chunk costs the pool's
     # Python (about 30 us a task) 53 times per column of a 6M-row table
     runs = {name: _runs(groups, d.costs, 4 * threads) for name, d in decoded.items()}
-    for name, d in decoded.items():
-        tasks += [(cost, (lambda d=d, run=run: [d.decode(data, g, int(first[g])) for g in run]))
-                  for cost, run in runs[name]]
-    done = _run(tasks, threads)
     text = [d for d in decoded.values() if d.text]
-    if text:  # strings: their dictionaries joined, then the indices turned into codes
+    if text:  # strings first, a short round: their pages read, their dictionaries joined
+        _run([(cost, (lambda d=d, run=run: [d.decode(data, g, 0) for g in run]))
+              for d in text for cost, run in runs[d.name]], threads)
         for d in text:
             d.merge(groups, sort=d.name not in unsorted)
-        _run([(cost, (lambda d=d, run=run: [d.finish(g, int(first[g])) for g in run]))
-              for d in text for cost, run in runs[d.name]], threads)
+    for name, d in decoded.items():  # (a string column's codes, beside the other columns)
+        step = (lambda d, g: d.finish(g, int(first[g]))) if d.text else \
+            (lambda d, g: d.decode(data, g, int(first[g])))
+        tasks += [(cost, (lambda d=d, run=run, step=step: [step(d, g) for g in run]))
+                  for cost, run in runs[name]]
+    done = _run(tasks, threads)
     chunks: dict[str, list[Any]] = {}
     types: dict[str, Any] = {}
     for i, piece in enumerate(pieces):
@@ -223,7 +225,8 @@ class _Decoded:
         self.nulls: dict[int, int] = {}  # by row group: tasks on several threads write it
 
     def decode(self, data: Any, group: int, at: int) -> None:
-        """A row group's chunk decoded (a string column's only read: see :func:`finish`)."""
+        """A row group's chunk decoded into the column's array from row ``at`` (a string
+        column's pages only read: see :func:`finish`)."""
         from .parquet_pages import NotNative, decode_pages, read_pages
 
         if not self.native:
