@@ -2,9 +2,10 @@
 (headline), and with ``--sweep`` a grid of products, path counts and time steps.
 
 Ours: ``hpc.domains.risk.price`` with pseudo-random Philox streams, antithetic pairs and no
-control variate (the plain estimator, as the peer's), paths split over the ranks; the American
-by ``american_lsm(..., antithetic=True)`` (``price`` keeps its plain default there), as the
-peer's antithetic Longstaff-Schwartz. Peer:
+control variate (the plain estimator, as the peer's) nor Greeks (``greeks=False``: the peer
+estimates none; a barrier then runs without its bumped copies), paths split over the ranks;
+the American by ``american_lsm(..., antithetic=True)`` (``price`` keeps its plain default
+there), as the peer's antithetic Longstaff-Schwartz. Peer:
 QuantLib's MC engine of the same contract (pseudo-random, antithetic, one thread, exact GBM
 steps at the fixing dates; Euler for Heston, full truncation as ours), on rank 0 with fewer
 paths (throughput is what is compared).
@@ -240,8 +241,8 @@ def _point(
     cores, gpu = _cores(args.backend)
     kw: dict[str, Any] = dict(executor="mpi", backend=args.backend)
     pricer: Callable[..., Any] = price
-    if product != "american":
-        kw.update(antithetic=True, control_variate=False)
+    if product != "american":  # QuantLib's engines estimate no Greeks: neither do we
+        kw.update(antithetic=True, control_variate=False, greeks=False)
     else:  # Longstaff-Schwartz runs on the CPU: no backend
         pricer = partial(american_lsm, antithetic=True)
         kw.pop("backend")

@@ -42,6 +42,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-antithetic", action="store_true")
     p.add_argument("--no-control-variate", action="store_true")
+    p.add_argument("--no-greeks", action="store_true",
+                   help="prices only (a barrier then runs without its bumped copies)")
     p.add_argument("--executor", choices=["mpi", "local", "dask"], default="mpi")
     p.add_argument("--scheduler", default=None, help="Dask scheduler address (default: local)")
     p.add_argument(
@@ -128,6 +130,7 @@ def _price(args: argparse.Namespace) -> int:
                     stream=i,
                     antithetic=not args.no_antithetic,
                     control_variate=not args.no_control_variate,
+                    greeks=not args.no_greeks,
                     executor=args.executor,
                     comm=comm,
                     scheduler=args.scheduler,

@@ -72,7 +72,7 @@ class KernelSpec:
     count) and the random stream (``k0, k1, stream``: :attr:`hpc.rng.RandomStreams.key`)."""
 
     model: str  # "gbm", "correlated" or "heston"
-    payoff: str  # "european", "arithmetic", "geometric", "barrier" or "lookback"
+    payoff: str  # "european", "arithmetic", "geometric", "barrier[_price]" or "lookback"
     mp: np.ndarray
     pp: np.ndarray
     k0: int
@@ -270,6 +270,7 @@ def _parts(name: str) -> types.ModuleType:
         "arithmetic": ".payoff_asian",
         "geometric": ".payoff_asian",
         "barrier": ".payoff_barrier",
+        "barrier_price": ".payoff_barrier",  # without the Greeks' bumped copies
         "lookback": ".payoff_lookback",
     }
     if name not in modules:
@@ -288,7 +289,7 @@ def kernel_module(model: str, payoff: str, constants: tuple, target: str) -> typ
         return _compiled[key]
     mod, pay = _parts(model), _parts(payoff)
     mrows = mod.rows(dict(constants))
-    half = mrows + pay.ROWS
+    half = mrows + (pay.rows(payoff) if hasattr(pay, "rows") else pay.ROWS)
     paths = getattr(mod, "PATHS", 1)
     bind: dict[str, Any] = {
         **dict(constants),

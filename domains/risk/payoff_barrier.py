@@ -5,6 +5,11 @@ The path is watched with four bumped copies on the same Brownian motion (log-spo
 ``+-SPOT_BUMP``, volatility ``+-VOL_BUMP``: ``ln S`` moves by ``+-h g - h^2 t / 2`` under GBM),
 whose payoffs give the Greeks by central differences on common random numbers (the payoff
 jumps: no pathwise derivative). Control variate: the discounted level at maturity.
+
+Two kernels come from these templates: ``"barrier"`` (the path and its four copies) and
+``"barrier_price"`` (the path alone: the price without Greeks, where the copies would be
+half of a one-date path's time). The path's own row is the same in both, so the price is
+bitwise the same.
 """
 
 from __future__ import annotations
@@ -14,17 +19,23 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["pack", "constants", "ROWS", "TEMPLATES", "SPOT_BUMP", "VOL_BUMP"]
+__all__ = ["pack", "constants", "rows", "ROWS", "TEMPLATES", "SPOT_BUMP", "VOL_BUMP"]
 
 SPOT_BUMP = 0.01  # log-spot bump (about 1%) ...
 VOL_BUMP = 0.01  # ... and absolute volatility bump, central differences on common paths
-ROWS = 5  # hit flags of the path and its four bumped copies
+ROWS = 5  # hit flags of the path and its four bumped copies (see rows)
+_COPIES = ROWS  # bound per kernel: 5 with the Greeks' copies, 1 for the price alone
 _SPOT_UP = math.exp(SPOT_BUMP)  # level factors of the spot-bumped copies
 _SPOT_DOWN = math.exp(-SPOT_BUMP)
 
 
+def rows(payoff: str) -> int:
+    """Rows of the state a path of ``payoff`` takes: its hit flags (and its copies')."""
+    return ROWS if payoff == "barrier" else 1
+
+
 def constants(payoff: str) -> dict[str, Any]:
-    return {}
+    return {"_COPIES": rows(payoff)}
 
 
 def pack(
@@ -56,7 +67,7 @@ def _bumped(x: float, g: float, t: float, k: int) -> float:
 
 def _p_observe(st: Any, r: int, i: int, x: float, g: float, t: float, q: Any) -> None:
     log_barrier, up = q[3], q[5]
-    for k in range(5):
+    for k in range(_COPIES):
         xk = _bumped(x, g, t, k)
         # a store only on a hit (rare): measured 1.42-1.54 ns a path-step on one core against
         # 1.78 for a select stored on every step (GBM, 252 dates), 2.76 against 3.15 (Heston)
@@ -71,9 +82,11 @@ def _p_value(st: Any, r: int, i: int, x: float, g: float, t: float, q: Any) -> t
     # the price and the control, bitwise as exp(x); the bumped ones within an ulp or two).
     # One-step barrier, one thread: 13.0-14.9 -> 9.6-11.1 ns a path (2026-12-07)
     level = _exp(x)
+    y0 = _alive_value(st, r, 0, i, level, strike, discount, call, knock_in)
+    if _COPIES == 1:  # the price alone (a constant of the kernel: the rest is not compiled)
+        return y0, discount * level, 0.0, 0.0
     e = _exp(VOL_BUMP * g)
     shrink = level * _exp(-0.5 * VOL_BUMP * VOL_BUMP * t)
-    y0 = _alive_value(st, r, 0, i, level, strike, discount, call, knock_in)
     y1 = _alive_value(st, r, 1, i, level * _SPOT_UP, strike, discount, call, knock_in)
     y2 = _alive_value(st, r, 2, i, level * _SPOT_DOWN, strike, discount, call, knock_in)
     y3 = _alive_value(st, r, 3, i, shrink * e, strike, discount, call, knock_in)

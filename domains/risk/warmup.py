@@ -28,8 +28,9 @@ def _barrier() -> None:
     from .engine import price
     from .instruments import GBM, Barrier
 
-    price(GBM(**_MODEL), Barrier(strike=100.0, maturity=1.0, barrier=130.0, monitoring=12),
-          paths=_PATHS)
+    option = Barrier(strike=100.0, maturity=1.0, barrier=130.0, monitoring=12)
+    for greeks in (True, False):  # with the bumped copies, and the price alone
+        price(GBM(**_MODEL), option, paths=_PATHS, greeks=greeks)
 
 
 def _american() -> None:

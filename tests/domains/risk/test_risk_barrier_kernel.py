@@ -77,3 +77,28 @@ def test_barrier_kernel_equals_a_numpy_simulation_on_the_same_normals(steps, ant
     # differences cancels down to far below its terms)
     scale = np.abs(want).max(axis=0) + 1e-300
     np.testing.assert_allclose(got / scale, want / scale, rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("monitoring", [1, 5])
+def test_a_price_without_greeks_is_the_same_price(monitoring):
+    """``greeks=False`` runs the kernel without the bumped copies: the path's own hits and
+    payoff are the same, so the price and its error are bitwise those with the Greeks, and
+    no Greek is reported. Fresh contract, direction and knock type each run."""
+    from hpc.domains.risk import GBM, Barrier, price
+
+    rng = np.random.default_rng()
+    s0, vol = rng.uniform(50, 150), rng.uniform(0.1, 0.5)
+    up, knock_in = bool(rng.integers(2)), bool(rng.integers(2))
+    gap = rng.uniform(0.2, 1.0) * vol
+    option = Barrier(s0 * math.exp(rng.uniform(-0.5, 0.5) * gap), 1.0,
+                     "call" if rng.integers(2) else "put",
+                     barrier=s0 * math.exp(gap if up else -gap),
+                     direction="up" if up else "down", knock="in" if knock_in else "out",
+                     monitoring=monitoring)
+    model = GBM(s0, vol, rng.uniform(0.0, 0.08), rng.uniform(0.0, 0.04))
+    seed = int(rng.integers(2**31))
+    full = price(model, option, paths=20_000, seed=seed)
+    alone = price(model, option, paths=20_000, seed=seed, greeks=False)
+    assert (alone.price, alone.stderr, alone.paths) == (full.price, full.stderr, full.paths)
+    assert full.delta is not None and full.vega is not None
+    assert alone.delta is None and alone.vega is None
