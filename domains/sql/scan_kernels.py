@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from numba import njit, prange
+from numba.typed import List
 
 from hpc.jit import serial_below
 
@@ -472,15 +473,36 @@ def differs_in_group(ids, first, codes, offsets, data, valid, has_valid):  # typ
 
 def read_only_list(arrays: list[np.ndarray]) -> Any:
     """A numba typed list of read-only views of ``arrays``: one list type whether they came
-    from Arrow (read-only buffers) or NumPy, so kernels taking it compile once."""
-    from numba.typed import List
+    from Arrow (read-only buffers) or NumPy, so kernels taking it compile once.
 
-    out = List()
+    The list is made and filled by kernels of this module (cached on disk), not by
+    ``List.append`` from Python: numba compiles that method anew in every process, once per
+    element type (0.3-1.2 s each, paid by the first query of a fresh process)."""
+    views = []
     for a in arrays:
         view = a.view()
         view.flags.writeable = False
-        out.append(view)
+        views.append(view)
+    if not views:
+        from numba.typed import List
+
+        return List()
+    out = _list_of(views[0])
+    for view in views[1:]:
+        _push(out, view)
     return out
+
+
+@njit(nogil=True, cache=True)
+def _list_of(first):  # type: ignore[no-untyped-def]
+    out = List()
+    out.append(first)
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _push(out, item):  # type: ignore[no-untyped-def]
+    out.append(item)
 
 
 @njit(parallel=True, nogil=True, cache=True)
