@@ -218,8 +218,8 @@ def integer_decimals(footer: bytes) -> IntegerDecimals:
         The new footer and the rewritten columns' scales. Only flat top-level columns are
         rewritten; a file without such columns comes back unchanged.
     """
-    meta = read_struct(footer)
-    schema = next((f for f in meta if f.id == _FILE_SCHEMA), None)
+    fields = _top_fields(footer)
+    schema = next((f for f in fields if f.id == _FILE_SCHEMA), None)
     if schema is None:
         return IntegerDecimals(footer, {})
     elements = schema.value[1]
@@ -237,12 +237,65 @@ def integer_decimals(footer: bytes) -> IntegerDecimals:
             _EL_CONVERTED, _EL_SCALE, _EL_PRECISION, _EL_LOGICAL)]
     if not scales:
         return IntegerDecimals(footer, {})
-    for f in meta:
+    out = bytearray()
+    for f in fields:
         if f.id == _FILE_KEY_VALUE:  # Arrow's stored schema would restore the decimals
             elem, pairs = f.value
             f.value = (elem, [kv for kv in pairs if not any(
                 k.id == _KV_KEY and k.value == b"ARROW:schema" for k in kv)])
-    return IntegerDecimals(write_struct(meta), scales)
+        out += f.head
+        if isinstance(f.value, bytes | memoryview) and f.id not in _PARSED:
+            out += f.value  # (the row groups: as they were, byte for byte)
+        else:
+            w = _Writer()
+            w.value(f.type, f.value)
+            out += w.out
+    out.append(_STOP)
+    return IntegerDecimals(bytes(out), scales)
+
+
+_PARSED = (_FILE_SCHEMA, _FILE_KEY_VALUE)  # the fields rewritten; the others kept as bytes
+
+
+@dataclass
+class _TopField:
+    id: int
+    type: int
+    head: bytes  # the field's header bytes (its id and type, as written)
+    value: Any  # parsed (schema, key-values) or the value's bytes
+
+
+def _top_fields(footer: bytes) -> list[_TopField]:
+    """The FileMetaData's fields: the schema and the key-value metadata parsed, every other
+    field's value kept as its bytes. The row groups' column chunk metadata is most of a
+    large footer (53 row groups of 16 columns: 0.3 s parsed field by field in Python); it is
+    skipped by the page kernels' compiled Thrift skipper."""
+    import numpy as np
+
+    from .parquet_pages import _skip
+
+    buf = np.frombuffer(footer, np.uint8)
+    reader = _Reader(footer)
+    fields, last = [], 0
+    while True:
+        start = reader.at
+        head = reader.byte()
+        if head == _STOP:
+            return fields
+        t, delta = head & 0x0F, head >> 4
+        fid = last + delta if delta else reader.zigzag()
+        header = bytes(reader.data[start: reader.at])
+        if t in (_TRUE, _FALSE):  # a bool field's value is its type
+            fields.append(_TopField(fid, t, header, b""))
+        elif fid in _PARSED:
+            fields.append(_TopField(fid, t, header, reader.value(t)))
+        else:
+            end = int(_skip(buf, reader.at, len(buf), t))
+            if end < 0:
+                raise ValueError(f"Parquet footer: a damaged field {fid} at byte {reader.at}")
+            fields.append(_TopField(fid, t, header, bytes(reader.data[reader.at: end])))
+            reader.at = end
+        last = fid
 
 
 def _decimal_scale(by_id: dict[int, Field]) -> int | None:

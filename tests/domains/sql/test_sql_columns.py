@@ -75,6 +75,25 @@ def test_footers_round_trip_byte_for_byte(tmp_path):
     assert integer_decimals(_footer(tmp_path / "b.parquet")).scales == {}
     assert integer_decimals(_footer(tmp_path / "c.parquet")).scales == {
         "d9": 3, "d18": 2, "dn": 4}
+    # the rewrite keeps every other field as it was: the whole footer parsed, the decimal
+    # elements' type fields and Arrow's schema dropped, gives the same struct
+    pq.write_table(table.drop_columns(["nested"]), tmp_path / "d.parquet",
+                   row_group_size=300, store_decimal_as_integer=True)
+    for name in ("c", "d"):
+        footer = _footer(tmp_path / f"{name}.parquet")
+        want = read_struct(footer)
+        for f in want:
+            if f.id == 2:  # the schema: decimal types dropped from INT32/INT64 elements
+                for element in f.value[1][1:]:
+                    ids = {g.id: g for g in element}
+                    decimal = (6 in ids and ids[6].value == 5) or (
+                        10 in ids and ids[10].value and ids[10].value[0].id == 5)
+                    if ids.get(1) is not None and ids[1].value in (1, 2) and decimal:
+                        element[:] = [g for g in element if g.id not in (6, 7, 8, 10)]
+            if f.id == 5:
+                f.value = (f.value[0], [kv for kv in f.value[1] if not any(
+                    k.id == 1 and k.value == b"ARROW:schema" for k in kv)])
+        assert read_struct(integer_decimals(footer).footer) == want, name
 
 
 @pytest.mark.parametrize("writer", ["pyarrow", "duckdb"])
