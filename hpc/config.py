@@ -58,15 +58,35 @@ class Settings:
     cache_dir: str = ""
 
 
+# the variables a snapshot depends on (HOME: the default cache directory)
+_NAMES = ("HPC_BACKEND", "HPC_IO_MODE", "HPC_ABORT_ON_EXCEPTION", "HPC_CUDA_AWARE_MPI",
+          "HPC_TEST_DEVICE", "HPC_CACHE_DIR", "XDG_CACHE_HOME", "HOME")
+_last: tuple[tuple[str | None, ...], Settings] | None = None
+
+
 def settings() -> Settings:
     """Read the ``HPC_*`` variables now and return them.
+
+    The snapshot is parsed again only when one of the variables changed since the last
+    call (a call per kernel launch or search then costs a few dictionary lookups, not the
+    parsing and path expansion).
 
     Raises
     ------
     ValueError
         If a variable holds a value outside its allowed set (the message names it).
     """
+    global _last
     env = os.environ
+    key = tuple(env.get(name) for name in _NAMES)
+    if _last is not None and _last[0] == key:
+        return _last[1]
+    result = _read(env)
+    _last = (key, result)
+    return result
+
+
+def _read(env: os._Environ[str]) -> Settings:
     backend = env.get("HPC_BACKEND", "auto").strip().lower() or "auto"
     if backend not in _BACKENDS:
         raise ValueError(f"HPC_BACKEND={backend!r}: expected one of {', '.join(_BACKENDS)}")
