@@ -38,8 +38,8 @@ from typing import Any
 import numba as nb
 import numpy as np
 
-__all__ = ["NotNative", "Chunk", "Pages", "chunk_of", "decode_chunk", "decode_pages",
-           "decode_text_chunk", "native_dtype", "read_pages"]
+__all__ = ["NotNative", "Chunk", "Pages", "chunk_of", "copy_strings", "decode_chunk",
+           "decode_pages", "decode_text_chunk", "native_dtype", "read_pages", "string_lengths"]
 
 # parquet.thrift
 _DATA_PAGE, _INDEX_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 1, 2, 3
@@ -76,7 +76,11 @@ class Chunk:
     max_definition : int
         0 for a required column, 1 for an optional flat one.
     text : bool
-        Dictionary-encoded strings (``BYTE_ARRAY``): ``dtype`` is then int32, the codes.
+        Strings (``BYTE_ARRAY``): ``dtype`` is then int32 (the codes of a dictionary-encoded
+        chunk, :func:`decode_pages`; a chunk's lengths, :func:`string_lengths`).
+    plain : bool
+        Strings read as themselves (:func:`string_lengths`, :func:`copy_strings`): PLAIN data
+        pages allowed beside dictionary-encoded ones.
     """
 
     start: int
@@ -86,6 +90,7 @@ class Chunk:
     codec: str | None
     max_definition: int
     text: bool = False
+    plain: bool = False
 
 
 # Parquet's codec names -> Arrow's (Parquet's old LZ4 is Hadoop's framing: left to pyarrow)
@@ -93,14 +98,16 @@ _CODECS = {"UNCOMPRESSED": None, "SNAPPY": "snappy", "GZIP": "gzip", "BROTLI": "
            "ZSTD": "zstd", "LZ4_RAW": "lz4_raw"}
 
 
-def chunk_of(column: Any, schema_column: Any, text: bool = False) -> Chunk:
+def chunk_of(column: Any, schema_column: Any, text: bool = False,
+             plain: bool = False) -> Chunk:
     """The :class:`Chunk` of a ``pyarrow.parquet.ColumnChunkMetaData`` and its
     ``ColumnSchema``; raises :class:`NotNative` for a chunk not decoded here. With ``text``,
-    a chunk of dictionary-encoded strings (:func:`decode_text_chunk`)."""
-    if text:
+    a chunk of dictionary-encoded strings (:func:`decode_text_chunk`); with ``plain``, a
+    chunk of strings read as themselves, however stored (:func:`string_lengths`)."""
+    if text or plain:
         if column.physical_type != "BYTE_ARRAY":
             raise NotNative(f"physical type {column.physical_type} read as strings")
-        if not column.has_dictionary_page:
+        if not plain and not column.has_dictionary_page:
             raise NotNative("strings without a dictionary page")
         dtype = np.dtype(np.int32)
     else:
@@ -115,7 +122,8 @@ def chunk_of(column: Any, schema_column: Any, text: bool = False) -> Chunk:
     if column.has_dictionary_page and column.dictionary_page_offset:
         starts.append(column.dictionary_page_offset)
     return Chunk(min(starts), column.total_compressed_size, column.num_values, dtype,
-                 _CODECS[column.compression], schema_column.max_definition_level, text)
+                 _CODECS[column.compression], schema_column.max_definition_level,
+                 text or plain, plain)
 
 
 _codecs: dict[str, Any] = {}
@@ -258,7 +266,7 @@ def read_pages(data: Any, chunk: Chunk) -> Pages:
     if pages < 0:
         raise ValueError(f"{where}: a damaged page header (byte {chunk.start - pages - 1})")
     table = table[:pages]
-    if chunk.text:  # strings stored PLAIN in a data page: left to pyarrow
+    if chunk.text and not chunk.plain:  # codes of strings stored PLAIN: left to pyarrow
         data_pages = (table[:, _KIND] == _DATA_PAGE) | (table[:, _KIND] == _DATA_PAGE_V2)
         encodings = table[data_pages, _ENCODING]
         if ((encodings != _PLAIN_DICTIONARY) & (encodings != _RLE_DICTIONARY)).any():
@@ -330,6 +338,13 @@ def decode_pages(pages: Pages, values: np.ndarray, valid: np.ndarray,
                           values.view(np.uint8), valid, chunk.max_definition > 0, error)
     if nulls >= 0:
         return int(nulls)
+    _raise(chunk, table, error)
+    return 0  # (not reached)
+
+
+def _raise(chunk: Chunk, table: np.ndarray, error: np.ndarray) -> None:
+    """The exception of a page kernel's error ``(code, page)``."""
+    where = _where(chunk)
     code, page = int(error[0]), int(error[1])
     if code == _ENDED:
         raise ValueError(f"{where}: {page} values, expected {chunk.rows}")
@@ -347,6 +362,40 @@ def decode_pages(pages: Pages, values: np.ndarray, valid: np.ndarray,
               _BAD_INDICES: "fewer dictionary indices than values, or one past the dictionary",
               _WIDE_INDICES: "dictionary indices of more than 32 bits"}[code]
     raise ValueError(f"{at}: {reason}")
+
+
+def string_lengths(pages: Pages, lengths: np.ndarray, sources: np.ndarray,
+                   valid: np.ndarray) -> int:
+    """First step of reading a chunk of strings as themselves (``chunk.plain``): each row's
+    length in bytes into ``lengths`` (int32; 0 for a NULL) and where its bytes are into
+    ``sources`` (int64: a position in the pages' buffer, or ``-1 - entry`` for an entry of
+    the dictionary page), NULLs into ``valid`` as :func:`decode_chunk`; returns the NULLs.
+    PLAIN pages and dictionary-encoded ones may follow each other in one chunk.
+    :func:`copy_strings` then writes the bytes wherever the caller's offsets say."""
+    chunk = pages.chunk
+    if not chunk.plain:
+        raise ValueError("string_lengths reads a chunk of strings (chunk_of(..., plain=True))")
+    if chunk.rows == 0:
+        return 0
+    where = _where(chunk)
+    if len(lengths) != chunk.rows or len(sources) != chunk.rows or (
+            chunk.max_definition and len(valid) != chunk.rows):
+        raise ValueError(f"{where}: {chunk.rows} rows need lengths, sources (and, for an "
+                         "optional column, a mask) of that length")
+    error = np.zeros(2, np.int64)
+    nulls = _string_pages(pages.body, pages.offsets, pages.table, pages.entries[0], lengths,
+                          sources, valid, chunk.max_definition > 0, error)
+    if nulls >= 0:
+        return int(nulls)
+    _raise(chunk, pages.table, error)
+    return 0  # (not reached)
+
+
+def copy_strings(pages: Pages, lengths: np.ndarray, sources: np.ndarray, starts: np.ndarray,
+                 out: np.ndarray) -> None:
+    """Second step: each row's bytes (see :func:`string_lengths`) to ``out[starts[i]:]``."""
+    offsets, text = pages.entries
+    _copy_strings(pages.body, offsets, text, lengths, sources, starts, out)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -514,6 +563,41 @@ def _field(buf: np.ndarray, pos: int, end: int, last: int) -> tuple[int, int, in
 
 
 @nb.njit(cache=True, nogil=True)
+def _page_levels(body: np.ndarray, o: int, end: int, table: np.ndarray, page: int,
+                 optional: bool, valid: np.ndarray, row: int, count: int) -> tuple[int, int]:
+    """A data page's definition levels (at ``body[o:end]``) into ``valid[row:row+count]``
+    for an optional column; returns (where its values start, how many are present), or (a
+    negative error code, 0). Zeroes the 16 bytes after ``end`` (the index kernels read
+    whole words past the last)."""
+    body[end: end + 16] = 0
+    if table[page, _KIND] == _DATA_PAGE_V2:
+        if table[page, _REPEAT_BYTES] > 0:
+            return _NESTED, 0
+        levels, start = o, o + table[page, _LEVEL_BYTES]
+    elif optional:
+        if table[page, _LEVEL_ENCODING] != _RLE:
+            return _LEVELS_UNREAD, 0
+        if end - o < 4:
+            return _SHORT_LEVELS, 0
+        levels = o + 4
+        start = levels + (np.int64(body[o]) | (np.int64(body[o + 1]) << 8)
+                          | (np.int64(body[o + 2]) << 16) | (np.int64(body[o + 3]) << 24))
+    else:
+        levels = start = o
+    if start > end:
+        return _SHORT_LEVELS, 0
+    if not optional:
+        return start, count
+    if _expand_levels(body, levels, start, 1, valid, row, count) < count:
+        return _SHORT_LEVELS, 0
+    present = 0
+    for i in range(row, row + count):
+        if valid[i]:
+            present += 1
+    return start, present
+
+
+@nb.njit(cache=True, nogil=True)
 def _decode_pages(body: np.ndarray, offsets: np.ndarray, table: np.ndarray,
                   dictionary: np.ndarray, values: np.ndarray, value_bytes: np.ndarray,
                   valid: np.ndarray, optional: bool, error: np.ndarray) -> int:
@@ -536,37 +620,11 @@ def _decode_pages(body: np.ndarray, offsets: np.ndarray, table: np.ndarray,
             error[0] = _TOO_MANY
             return _TOO_MANY
         end = o + table[page, _SIZE]
-        body[end: end + 16] = 0
-        if kind == _DATA_PAGE_V2:
-            if table[page, _REPEAT_BYTES] > 0:
-                error[0] = _NESTED
-                return _NESTED
-            levels, start = o, o + table[page, _LEVEL_BYTES]
-        elif optional:
-            if table[page, _LEVEL_ENCODING] != _RLE:
-                error[0] = _LEVELS_UNREAD
-                return _LEVELS_UNREAD
-            if end - o < 4:
-                error[0] = _SHORT_LEVELS
-                return _SHORT_LEVELS
-            levels = o + 4
-            start = levels + (np.int64(body[o]) | (np.int64(body[o + 1]) << 8)
-                              | (np.int64(body[o + 2]) << 16) | (np.int64(body[o + 3]) << 24))
-        else:
-            levels = start = o
-        if start > end:
-            error[0] = _SHORT_LEVELS
-            return _SHORT_LEVELS
-        present = count
-        if optional:
-            if _expand_levels(body, levels, start, 1, valid, row, count) < count:
-                error[0] = _SHORT_LEVELS
-                return _SHORT_LEVELS
-            present = 0
-            for i in range(row, row + count):
-                if valid[i]:
-                    present += 1
-            nulls += count - present
+        start, present = _page_levels(body, o, end, table, page, optional, valid, row, count)
+        if start < 0:
+            error[0] = start
+            return start
+        nulls += count - present
         if encoding == _PLAIN:
             if (end - start) // width < present:
                 error[0] = _SHORT_VALUES
@@ -599,6 +657,108 @@ def _decode_pages(body: np.ndarray, offsets: np.ndarray, table: np.ndarray,
 
 
 @nb.njit(cache=True, nogil=True)
+def _string_pages(body: np.ndarray, offsets: np.ndarray, table: np.ndarray,
+                  entries: np.ndarray, lengths: np.ndarray, sources: np.ndarray,
+                  valid: np.ndarray, optional: bool, error: np.ndarray) -> int:
+    """:func:`string_lengths`' kernel: every data page's rows (PLAIN: a 4-byte length, then
+    the bytes; dictionary-encoded: indices into ``entries``, the dictionary's offsets);
+    returns the NULLs, or a negative error code with ``error`` = (code, page)."""
+    rows = len(lengths)
+    size = len(entries) - 1
+    row = 0
+    nulls = 0
+    for page in range(table.shape[0]):
+        kind = table[page, _KIND]
+        if kind != _DATA_PAGE and kind != _DATA_PAGE_V2:
+            continue
+        error[1] = page
+        o = offsets[page]
+        count = table[page, _COUNT]
+        encoding = table[page, _ENCODING]
+        if count < 0 or row + count > rows:
+            error[0] = _TOO_MANY
+            return _TOO_MANY
+        end = o + table[page, _SIZE]
+        pos, present = _page_levels(body, o, end, table, page, optional, valid, row, count)
+        if pos < 0:
+            error[0] = pos
+            return pos
+        nulls += count - present
+        if encoding == _PLAIN:
+            for i in range(row, row + count):
+                lengths[i] = 0
+                sources[i] = 0
+                if optional and not valid[i]:
+                    continue
+                if end - pos < 4:
+                    error[0] = _SHORT_VALUES
+                    return _SHORT_VALUES
+                n = (np.int64(body[pos]) | (np.int64(body[pos + 1]) << 8)
+                     | (np.int64(body[pos + 2]) << 16) | (np.int64(body[pos + 3]) << 24))
+                pos += 4
+                if n > end - pos:
+                    error[0] = _SHORT_VALUES
+                    return _SHORT_VALUES
+                lengths[i] = n
+                sources[i] = pos
+                pos += n
+        elif encoding == _PLAIN_DICTIONARY or encoding == _RLE_DICTIONARY:
+            if size <= 0 and present > 0:
+                error[0] = _NO_DICTIONARY
+                return _NO_DICTIONARY
+            bits = np.int64(body[pos]) if end > pos else 0
+            if bits > 32:
+                error[0] = _WIDE_INDICES
+                return _WIDE_INDICES
+            indices = np.empty(present, np.int64)
+            if _expand_hybrid(body, pos + 1, end, bits, indices, present) < present:
+                error[0] = _BAD_INDICES
+                return _BAD_INDICES
+            k = 0
+            for i in range(row, row + count):
+                lengths[i] = 0
+                sources[i] = 0
+                if optional and not valid[i]:
+                    continue
+                e = indices[k]
+                k += 1
+                if e < 0 or e >= size:
+                    error[0] = _BAD_INDICES
+                    return _BAD_INDICES
+                lengths[i] = entries[e + 1] - entries[e]
+                sources[i] = -1 - e
+        else:
+            error[0] = _ENCODING_UNREAD
+            return _ENCODING_UNREAD
+        row += count
+    if row != rows:
+        error[0], error[1] = _ENDED, row
+        return _ENDED
+    return nulls
+
+
+@nb.njit(cache=True, nogil=True, boundscheck=False)
+def _copy_strings(body: np.ndarray, entries: np.ndarray, text: np.ndarray,
+                  lengths: np.ndarray, sources: np.ndarray, starts: np.ndarray,
+                  out: np.ndarray) -> None:
+    # byte loops at unsigned positions, which LLVM turns into vector copies: with signed
+    # ones numba tests every index for a negative value (4x slower on strings of about 50
+    # bytes; a slice assignment per string 2x)
+    for i in range(len(lengths)):
+        n = np.uint64(lengths[i])
+        to = np.uint64(starts[i])
+        s = sources[i]
+        if s >= 0:
+            at = np.uint64(s)
+            for j in range(n):
+                out[to + j] = body[at + j]
+        else:
+            at = np.uint64(entries[-1 - s])
+            for j in range(n):
+                out[to + j] = text[at + j]
+
+
+@nb.njit(cache=True, nogil=True)
 def _byte_arrays(body: np.ndarray, start: int, end: int,
                  count: int) -> tuple[np.ndarray, np.ndarray, bool]:
     """``count`` PLAIN byte arrays (a 4-byte little-endian length, then the bytes) from
@@ -619,11 +779,12 @@ def _byte_arrays(body: np.ndarray, start: int, end: int,
         pos += n
         offsets[i + 1] = total
     out = np.empty(total, np.uint8)
-    pos = start
-    for i in range(count):
-        a, b = offsets[i], offsets[i + 1]
-        out[a:b] = body[pos + 4: pos + 4 + b - a]
-        pos += 4 + b - a
+    pos = np.uint64(start + 4)
+    for i in range(count):  # unsigned positions: byte loops LLVM makes vector copies
+        a, n = np.uint64(offsets[i]), np.uint64(offsets[i + 1] - offsets[i])
+        for j in range(n):
+            out[a + j] = body[pos + j]
+        pos += n + np.uint64(4)
     return offsets, out, True
 
 

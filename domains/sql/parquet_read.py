@@ -86,7 +86,8 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
     # a cut fixed-width column: each piece copies its values into one array, on its thread
     filled = {name: np.empty(total, dtype=_numpy_type(schema.field(name).type))
               for name in {p.name for p in pieces if p.fill}}
-    decoded = {name: _Decoded(meta, name, index, groups, total) for name, index in native.items()}
+    decoded = {name: _Decoded(meta, name, index, groups, total, schema.field(name).type)
+               for name, index in native.items()}
 
     def read(piece: _Piece) -> Any:
         column = open_file().read_row_groups(piece.groups, columns=[piece.name],
@@ -105,7 +106,7 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
     runs = {name: _runs(groups, d.costs, 4 * threads) for name, d in decoded.items()}
     text = [d for d in decoded.values() if d.text]
     if text:  # strings first, a short round: their pages read, their dictionaries joined
-        _run([(cost, (lambda d=d, run=run: [d.decode(data, g, 0) for g in run]))
+        _run([(cost, (lambda d=d, run=run: [d.decode(data, g, int(first[g])) for g in run]))
               for d in text for cost, run in runs[d.name]], threads)
         for d in text:
             d.merge(groups, sort=d.name not in unsorted)
@@ -170,9 +171,10 @@ def _native_columns(meta: Any, arrow_schema: Any, columns: list[str]) -> dict[st
         if column.max_repetition_level or column.max_definition_level > 1:
             continue
         t = arrow_schema.field(name).type
-        if (pa.types.is_dictionary(t) and t.value_type == pa.string()
-                and t.index_type == pa.int32() and column.physical_type == "BYTE_ARRAY"):
-            out[name] = i
+        if column.physical_type == "BYTE_ARRAY":  # strings, as codes or as themselves
+            if (pa.types.is_dictionary(t) and t.value_type == pa.string()
+                    and t.index_type == pa.int32()) or t in (pa.string(), pa.large_string()):
+                out[name] = i
             continue
         dtype = native_dtype(column.physical_type)
         if dtype is None:
@@ -193,26 +195,37 @@ class _Decoded:
     array; a chunk the kernels do not read (:class:`~.parquet_pages.NotNative`) sends the
     whole column to pyarrow.
 
-    A string column takes two rounds: :func:`decode` reads each chunk's pages and
-    dictionary, :func:`merge` joins the chunks' dictionaries into one (sorted and
-    distinct, unless ``sort`` is off: then one after another), and :func:`finish` turns
-    each chunk's indices straight into codes of that dictionary. The column is then one
-    dictionary array, with no per-row-group dictionaries left to merge row by row."""
+    A string column takes two rounds. Read as a dictionary (an Arrow dictionary type):
+    :func:`decode` reads each chunk's pages and dictionary, :func:`merge` joins the chunks'
+    dictionaries into one (sorted and distinct, unless ``sort`` is off: then one after
+    another), and :func:`finish` turns each chunk's indices straight into codes of that
+    dictionary; the column is then one dictionary array, with no per-row-group
+    dictionaries left to merge row by row. Read as strings (a plain string type, however
+    the pages store them): :func:`decode` finds each row's length and bytes, :func:`merge`
+    lays the rows out one after another (Arrow's offsets), :func:`finish` copies each
+    chunk's bytes there; the column is one string array."""
 
-    def __init__(self, meta: Any, name: str, index: int, groups: list[int], total: int):
+    def __init__(self, meta: Any, name: str, index: int, groups: list[int], total: int,
+                 arrow_type: Any = None):
+        import pyarrow as pa
+
         from .parquet_pages import NotNative, chunk_of
 
         self.name = name
         self.chunks: dict[int, Any] = {}
         self.native = True
         self.text = meta.schema.column(index).physical_type == "BYTE_ARRAY"
+        self.plain = self.text and not pa.types.is_dictionary(arrow_type)  # rows' own bytes
+        self.sources = np.empty(total if self.plain else 0, np.int64)  # (string_lengths)
+        self.starts = np.empty(0, np.int64)  # a plain column's offsets, after merge
+        self.bytes = np.empty(0, np.uint8)
         self.pages: dict[int, Any] = {}  # a text chunk's pages, between the rounds
         self.lookup: dict[int, np.ndarray] = {}  # a text chunk's indices -> codes
         self.dictionary: Any = None
         try:
             for g in groups:
                 self.chunks[g] = chunk_of(meta.row_group(g).column(index),
-                                          meta.schema.column(index), self.text)
+                                          meta.schema.column(index), self.text, self.plain)
         except NotNative:
             self.native = False
         self.costs = [meta.row_group(g).column(index).total_uncompressed_size
@@ -227,14 +240,19 @@ class _Decoded:
     def decode(self, data: Any, group: int, at: int) -> None:
         """A row group's chunk decoded into the column's array from row ``at`` (a string
         column's pages only read: see :func:`finish`)."""
-        from .parquet_pages import NotNative, decode_pages, read_pages
+        from .parquet_pages import NotNative, decode_pages, read_pages, string_lengths
 
         if not self.native:
             return
         chunk = self.chunks[group]
         try:
             pages = read_pages(data, chunk)
-            if self.text:
+            if self.plain:  # each row's length (the values' array) and where its bytes are
+                self.pages[group] = pages
+                lengths, valid = self._arrays(group, at)
+                self.nulls[group] = string_lengths(pages, lengths,
+                                                   self.sources[at: at + chunk.rows], valid)
+            elif self.text:
                 self.pages[group] = pages
             else:
                 self.nulls[group] = decode_pages(pages, *self._arrays(group, at))
@@ -256,6 +274,12 @@ class _Decoded:
         if not self.native:
             self.pages.clear()
             return
+        if self.plain:  # the rows' bytes one after another
+            self.starts = np.zeros(len(self.values) + 1, np.int64)
+            self.starts[1:] = self.values  # (then summed in place: a cast inside cumsum is slow)
+            np.cumsum(self.starts, out=self.starts)
+            self.bytes = np.empty(int(self.starts[-1]), np.uint8)
+            return
         parts = [self.pages[g].entries for g in groups]
         sizes = np.array([len(offsets) - 1 for offsets, _ in parts], np.int64)
         joined = pa.concat_arrays([
@@ -272,9 +296,14 @@ class _Decoded:
 
     def finish(self, group: int, at: int) -> None:
         """A string column's chunk: its indices as codes of the merged dictionary."""
-        from .parquet_pages import NotNative, decode_pages
+        from .parquet_pages import NotNative, copy_strings, decode_pages
 
         if not self.native:
+            return
+        if self.plain:
+            rows = self.chunks[group].rows
+            copy_strings(self.pages.pop(group), self.values[at: at + rows],
+                         self.sources[at: at + rows], self.starts[at: at + rows], self.bytes)
             return
         try:
             self.nulls[group] = decode_pages(self.pages.pop(group), *self._arrays(group, at),
@@ -293,6 +322,12 @@ class _Decoded:
         mask = None
         if self.valid is not None and nulls:
             mask = pa.py_buffer(np.packbits(self.valid, bitorder="little"))
+        if self.plain:  # int32 offsets while they fit, as Arrow's string type
+            wide = len(self.bytes) >= 2**31 or arrow_type == pa.large_string()
+            starts = self.starts if wide else self.starts.astype(np.int32)
+            return pa.chunked_array([pa.Array.from_buffers(
+                pa.large_string() if wide else pa.string(), len(self.values),
+                [mask, pa.py_buffer(starts), pa.py_buffer(self.bytes)], null_count=nulls)])
         if not self.text:
             return pa.chunked_array([pa.Array.from_buffers(
                 arrow_type, len(self.values), [mask, pa.py_buffer(self.values)],

@@ -228,6 +228,28 @@ def _strings(rng: np.random.Generator, rows: int, distinct: int, null_share: flo
     return pa.array([pool[i] for i in rng.integers(0, distinct, rows)], pa.string(), mask=mask)
 
 
+def _plain_strings(data, meta, schema_column) -> list:
+    """A chunk's strings read as themselves (:func:`string_lengths`, then
+    :func:`copy_strings` into one buffer), as a list with None for NULLs."""
+    from hpc.domains.sql.parquet_pages import copy_strings, read_pages, string_lengths
+
+    chunk = chunk_of(meta, schema_column, plain=True)
+    pages = read_pages(data, chunk)
+    lengths = np.full(chunk.rows, -1, np.int32)
+    sources = np.empty(chunk.rows, np.int64)
+    valid = np.empty(chunk.rows if chunk.max_definition else 0, np.bool_)
+    nulls = string_lengths(pages, lengths, sources, valid)
+    if not chunk.max_definition:
+        valid = np.ones(chunk.rows, np.bool_)
+    assert nulls == int((~valid).sum()) and (lengths[~valid] == 0).all()
+    starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    out = np.zeros(int(starts[-1]) + 64, np.uint8)  # a guard past the end stays zero
+    copy_strings(pages, lengths, sources, starts[:-1], out)
+    assert not out[starts[-1]:].any()
+    return [bytes(out[a:b]).decode() if v else None
+            for a, b, v in zip(starts[:-1], starts[1:], valid, strict=True)]
+
+
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), rows=st.sampled_from([0, 1, 8, 9, 1000, 20000]),
        distinct=st.sampled_from([1, 2, 7, 300, 5000]),
@@ -241,7 +263,8 @@ def test_string_chunks_decode_as_pyarrow_reads_them(tmp_path_factory, seed, rows
                                                     dictionary_limit):
     """Dictionary-encoded strings: the codes index the chunk's dictionary to give pyarrow's
     strings and NULLs; a chunk whose writer fell back to PLAIN pages is left to pyarrow
-    (NotNative), never read wrongly."""
+    (NotNative), never read wrongly. Read as themselves, every chunk (dictionary pages,
+    PLAIN pages, or both) gives pyarrow's strings."""
     from hpc.domains.sql.parquet_pages import decode_text_chunk
 
     rng = np.random.default_rng(seed)
@@ -259,6 +282,7 @@ def test_string_chunks_decode_as_pyarrow_reads_them(tmp_path_factory, seed, rows
     for group in range(pf.metadata.num_row_groups):
         meta = pf.metadata.row_group(group).column(0)
         want = pf.read_row_group(group).column("s").to_pylist()
+        assert _plain_strings(data, meta, pf.schema.column(0)) == want  # however stored
         try:
             chunk = chunk_of(meta, pf.schema.column(0), text=True)
         except NotNative:
