@@ -100,6 +100,24 @@ def _neg(d: Direction) -> Direction:
     return tuple(-x for x in d)
 
 
+def _extent(box: _pack.Box, axis: int) -> tuple[int, int]:
+    """``[lo, hi)`` of ``box`` along ``axis`` of the 3-D view."""
+    return box[axis], box[axis] + box[3 + axis]
+
+
+def _chained(moves: list[Any]) -> list[Any]:
+    """``moves`` as one chained move when they can be, else as they are."""
+    one = _pack.chain(moves) if len(moves) > 1 else None
+    return [one] if one is not None else moves
+
+
+def _cut(box: _pack.Box, axis: int, lo: int, hi: int) -> _pack.Box:
+    """The part of ``box`` whose index along ``axis`` (of the 3-D view) is in ``[lo, hi)``."""
+    b = list(box)
+    b[axis], b[3 + axis] = lo, hi - lo
+    return (b[0], b[1], b[2], b[3], b[4], b[5])
+
+
 class HaloExchange:
     """Collective. Fill the ghost cells of local arrays of a decomposition from their neighbours.
 
@@ -136,7 +154,9 @@ class HaloExchange:
     ghosts, in C order) is handed to MPI in place, with no packing; other boxes are packed by one
     kernel call per phase. Copies between a rank and itself (a periodic axis that is not split)
     never go through MPI, and consecutive phases made only of such copies run as one kernel
-    call. The kernels walk the rows of the array in memory order, the low and high faces of an
+    call; with ``p2p``, such copies before a phase with messages are cut along that phase's
+    axis: the layers it sends are copied first, the others while its messages are in flight.
+    The kernels walk the rows of the array in memory order, the low and high faces of an
     axis together (one pass over the row ends for a face of the last axis).
 
     Examples
@@ -211,6 +231,7 @@ class HaloExchange:
         self._pending: _Binding | None = None
         self._bindings: dict[int, _Binding] = {}
         self._runs = self._self_runs()
+        self._early = self._early_posts()
 
     def _self_runs(self) -> dict[int, tuple[int, Any]]:
         """Runs of consecutive phases that only copy within this rank (self-wrapped axes, no
@@ -234,6 +255,71 @@ class HaloExchange:
                     runs[p] = (q - p, move)
             p = max(q, p + 1)
         return runs
+
+    def _early_posts(self) -> dict[int, tuple[int, list[Any], list[Any]]]:
+        """Self-copies overlapped with a remote phase: the first phase of a run of self-only
+        phases followed by a phase with messages -> (that phase, moves before, moves after).
+
+        A self-copy of an earlier phase (a later axis, wrapped on this rank) stays within each
+        layer of the remote phase's axis, so it can be cut along that axis: the layers the
+        remote phase sends are copied first (its messages carry their edges and corners), the
+        messages are posted, and the other owned layers are copied while they are in flight.
+        Parts in the ghost layers that the messages fill (for the components they bring) are
+        dropped, as the messages overwrite them. CPU sweeps only; not ``reverse``, which sends
+        the ghost layers on. p2p only: RMA's puts land in the window, unpacked after the fence,
+        and copying the other layers in between let those lines go cold (on two ranks of one
+        node, 232^3, halo 1-3: RMA 0-12% slower, p2p as fast or up to 15-20% faster).
+        """
+        early: dict[int, tuple[int, list[Any], list[Any]]] = {}
+        if self._device or self.reverse or self.pattern != "sweep" or self.method != "p2p":
+            return early
+        me, phases = self.decomp.rank, self.phases
+        alone = [not ph.remote and all(t.peer == me for t in ph.transfers) for ph in phases]
+        pad = 3 - self.decomp.ndim  # a spatial axis's index in the 3-D boxes
+        for r, ph in enumerate(phases):
+            if not ph.remote or not ph.transfers or any(t.peer == me for t in ph.transfers):
+                continue
+            p = r
+            while p > 0 and alone[p - 1]:
+                p -= 1
+            if p == r:
+                continue
+            axis = pad + next(i for i, s in enumerate(ph.transfers[0].direction) if s)
+            sent = [_extent(t.send_box, axis) for t in ph.transfers]
+            filled = [(_extent(t.recv_box, axis), set(t.recv_components)) for t in ph.transfers]
+            cuts_at = {x for lo_hi in sent + [f for f, _ in filled] for x in lo_hi}
+            parts: tuple[list[Any], list[Any]] = ([], [])  # moves before, after the posting
+            for q in range(p, r):
+                by_dir = {t.direction: t for t in phases[q].transfers}
+                pieces: tuple[list[Any], list[Any]] = ([], [])  # (source, target) boxes
+                for t in phases[q].transfers:
+                    src, dst = by_dir[_neg(t.direction)].send_box, t.recv_box
+                    lo, hi = _extent(dst, axis)
+                    cuts = sorted({lo, hi} | {x for x in cuts_at if lo < x < hi})
+                    for a0, a1 in zip(cuts[:-1], cuts[1:], strict=False):
+                        first = any(s0 <= a0 and a1 <= s1 for s0, s1 in sent)
+                        for c in t.recv_components:
+                            if any(f0 <= a0 and a1 <= f1 and c in cs for (f0, f1), cs in filled):
+                                continue  # the messages overwrite it
+                            boxes = zip(
+                                self._expand(_cut(src, axis, a0, a1), (c,)),
+                                self._expand(_cut(dst, axis, a0, a1), (c,)),
+                                strict=True,
+                            )
+                            pieces[0 if first else 1].extend(boxes)
+                for k in (0, 1):
+                    move = _pack.BoxMove(
+                        self._shape3,
+                        "copy",
+                        [b for b, _ in pieces[k]],
+                        targets=[b for _, b in pieces[k]],
+                        xp=self.backend.xp,
+                    )
+                    if move:
+                        parts[k].append(move)
+            # consecutive phases' moves as one kernel call where they can be chained
+            early[p] = (r, *(_chained(m) for m in parts))
+        return early
 
     # -- planning -----------------------------------------------------------------------
     def _exchanging_axes(self) -> list[bool]:
@@ -631,6 +717,18 @@ class HaloExchange:
         bound = self._bind(a)
         last, p = len(self.phases) - 1, 0
         while p <= last:
+            early = self._early.get(p)
+            if early is not None:  # self-copies around the posting of a remote phase
+                r, before, after = early
+                for move in before:
+                    move.run_flat(bound.flat)
+                self._post(r, bound)
+                for move in after:
+                    move.run_flat(bound.flat)
+                if r < last:
+                    self._complete(r, bound)
+                p = r + 1
+                continue
             run = self._runs.get(p)
             if run is not None:  # self-copies only (a final phase among them completes at once)
                 run[1].run_flat(bound.flat)

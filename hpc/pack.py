@@ -10,8 +10,8 @@ phase of an exchange costs one kernel call per group of equally sized boxes.
 CPU kernels are numba ``njit`` (rows over threads for large moves); they walk the rows of a group
 in memory order and, within a row, visit every box of the group, so the low and high faces of a
 strided axis share each row's cache lines and pages. Boxes spanning whole rows are moved as one
-run per plane (:func:`merge_runs`), and large moves of short strided runs ask for the cache lines
-of the next block of rows while copying the current one (a software prefetch). GPU kernels
+run per plane (:func:`merge_runs`); short runs (the last axis's faces) are moved two boxes at a
+time by loops specialised on the run length, a few instructions a row. GPU kernels
 (:mod:`hpc.pack_cuda`) use one thread per element and a grid row per box, and also run under the
 CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) on host arrays.
 """
@@ -23,10 +23,7 @@ from typing import Any
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import prange
 
 __all__ = [
     "Box",
@@ -86,14 +83,6 @@ def flat_range(box: Box, shape3: Sequence[int]) -> tuple[int, int]:
 
 _SLICE_MIN = 32  # runs of at least this many elements are copied as slices
 
-# Rows ahead whose run ends are prefetched in a large strided move. A group whose rows lie far
-# apart (the last axis's faces: a short run every row of a large array) is bound by the latency
-# of one cache miss per run end; asking for the lines of later rows early keeps several misses
-# in flight. 16 rows measured best of 4-32 (232^3 float64, 2 runs of 1-3 per ~1.9 KB row).
-_AHEAD = 16
-# a move spanning fewer elements (1 MiB of float64, an L2) is likely cache-hot: no prefetch
-_AHEAD_MIN_ELEMENTS = 1 << 17
-
 
 def merge_runs(n: Sequence[int], shape3: Sequence[int]) -> tuple[int, int, int]:
     """Extents ``(n0, n1, n2)`` of a box as rows of the longest contiguous runs.
@@ -111,112 +100,108 @@ def merge_runs(n: Sequence[int], shape3: Sequence[int]) -> tuple[int, int, int]:
     return n0, n1, n2
 
 
-# Two kernels (serial and threaded) walk the rows ``(i, j)`` of a group of equally sized boxes in
-# memory order and, within each row, visit every box of the group: the low and high faces of the
-# last axis (a periodic wrap, or the two faces packed for one neighbour each side) then touch the
-# two ends of each row of the array once, in one forward pass, instead of two passes of strided
-# accesses. Runs of 1-3 elements (the last axis's faces for halo widths 1-3) are written out,
-# since a loop of a run-time trip count of one to three costs more than the copy itself.
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _run(src, s, dst, d, n2):  # pragma: no cover
-    if n2 == 1:
-        dst[d] = src[s]
-    elif n2 == 2:
-        dst[d] = src[s]
-        dst[d + 1] = src[s + 1]
-    elif n2 == 3:
-        dst[d] = src[s]
-        dst[d + 1] = src[s + 1]
-        dst[d + 2] = src[s + 2]
-    elif n2 < _SLICE_MIN:
-        for k in range(n2):
-            dst[d + k] = src[s + k]
-    else:  # a slice copy is vectorised; it costs more to set up than a short loop
-        dst[d : d + n2] = src[s : s + n2]
-
-
-@intrinsic
-def _prefetch(typingctx, arr, idx):  # pragma: no cover
-    """Ask for the cache line of ``arr[idx]`` for writing (``llvm.prefetch``; no fault, no
-    effect on values, a hint the CPU may drop)."""
-    sig = types.void(arr, idx)
-
-    def codegen(context, builder, signature, args):
-        data = context.make_array(signature.args[0])(context, builder, args[0]).data
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
-        ptr = builder.bitcast(builder.gep(data, [args[1]]), i8p)
-        # write, highest locality, data cache
-        builder.call(fn, [ptr, i32(1), i32(3), i32(1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
+# The kernels walk the rows ``(i, j)`` of a group of equally sized boxes in memory order, the
+# boxes of a row together: the low and high faces of the last axis (a periodic wrap, or the two
+# faces packed for one neighbour each side) then touch the two ends of each row of the array
+# once, in one forward pass, instead of two passes of strided accesses. Short runs (below
+# _SLICE_MIN: the last axis's faces) go two boxes at a time through loops specialised on the
+# run length (_pair_rows); longer runs are slice copies, every box of the group per row.
 
 
 @numba.njit(cache=True, nogil=True)
 def _move_serial(src, s_start, ss0, ss1, dst, d_start, ds0, ds1, n0, n1, n2):  # pragma: no cover
+    # runs of at least _SLICE_MIN: a slice copy is vectorised (it costs more to set up than a
+    # short loop, see _pair_rows)
     nb = s_start.shape[0]
     for i in range(n0):
         for j in range(n1):
             so = i * ss0 + j * ss1
             do = i * ds0 + j * ds1
             for b in range(nb):
-                _run(src, s_start[b] + so, dst, d_start[b] + do, n2)
+                s, d = s_start[b] + so, d_start[b] + do
+                dst[d : d + n2] = src[s : s + n2]
 
 
 @numba.njit(cache=True, nogil=True)
-def _rows(src, s_start, so, ss1, dst, d_start, do, ds1, j0, j1, n2):  # pragma: no cover
-    # rows j0..j1 of one plane (plane offsets so, do)
+def _pair_rows(src, s, t, ss1, dst, d, e, ds1, m, n2):  # pragma: no cover
+    """``m`` rows of two boxes: runs of ``n2`` at ``s`` and ``t`` -> ``d`` and ``e``, rows
+    ``ss1``/``ds1`` apart, both runs of a row together. One loop per run length 1-3 with the
+    copies written out (the length is tested once, not per row): a row then costs a few
+    instructions and the loop runs as fast as the memory answers, its constant strides
+    followed by the hardware prefetcher (a loop over boxes and run lengths per row took 2-3x
+    as long on a warm face; software prefetch of later rows made cold faces slower)."""
+    if n2 == 1:
+        for _ in range(m):
+            dst[d] = src[s]
+            dst[e] = src[t]
+            s += ss1
+            t += ss1
+            d += ds1
+            e += ds1
+    elif n2 == 2:
+        for _ in range(m):
+            dst[d] = src[s]
+            dst[d + 1] = src[s + 1]
+            dst[e] = src[t]
+            dst[e + 1] = src[t + 1]
+            s += ss1
+            t += ss1
+            d += ds1
+            e += ds1
+    elif n2 == 3:
+        for _ in range(m):
+            dst[d] = src[s]
+            dst[d + 1] = src[s + 1]
+            dst[d + 2] = src[s + 2]
+            dst[e] = src[t]
+            dst[e + 1] = src[t + 1]
+            dst[e + 2] = src[t + 2]
+            s += ss1
+            t += ss1
+            d += ds1
+            e += ds1
+    else:
+        for _ in range(m):
+            for k in range(n2):
+                dst[d + k] = src[s + k]
+                dst[e + k] = src[t + k]
+            s += ss1
+            t += ss1
+            d += ds1
+            e += ds1
+
+
+@numba.njit(cache=True, nogil=True)
+def _short_span(src, s_start, ss0, ss1, dst, d_start, ds0, ds1, n1, r0, r1, n2):  # pragma: no cover
+    """Rows ``r0..r1`` (``n1`` a plane) of a group of boxes of short runs (< _SLICE_MIN), the
+    boxes two at a time: box ``b`` with box ``b + half`` (the low and high faces of an axis,
+    as a phase lists them, share each row), an odd last box with itself (a second, identical
+    copy of a run: harmless, sources and destinations being disjoint)."""
     nb = s_start.shape[0]
-    for j in range(j0, j1):
-        for b in range(nb):
-            _run(src, s_start[b] + so + j * ss1, dst, d_start[b] + do + j * ds1, n2)
+    half = (nb + 1) // 2
+    for b in range(half):
+        c = b + half if b + half < nb else b
+        r = r0
+        while r < r1:
+            i = r // n1
+            j = r - i * n1
+            m = min(n1 - j, r1 - r)
+            so = i * ss0 + j * ss1
+            do = i * ds0 + j * ds1
+            _pair_rows(
+                src, s_start[b] + so, s_start[c] + so, ss1, dst, d_start[b] + do, d_start[c] + do,
+                ds1, m, n2,
+            )  # fmt: skip
+            r += m
 
 
-@numba.njit(cache=True, nogil=True)
-def _fetch(src, s_start, so, ss1, dst, d_start, do, ds1, j0, j1, n2):  # pragma: no cover
-    # ask for the lines of both ends of each run of rows j0..j1 of one plane
-    nb = s_start.shape[0]
-    for j in range(j0, j1):
-        for b in range(nb):
-            s = s_start[b] + so + j * ss1
-            d = d_start[b] + do + j * ds1
-            _prefetch(src, s)
-            _prefetch(src, s + n2 - 1)
-            _prefetch(dst, d)
-            _prefetch(dst, d + n2 - 1)
-
-
-@numba.njit(cache=True, nogil=True)
-def _move_ahead(
-    src, s_start, ss0, ss1, dst, d_start, ds0, ds1, n0, n1, n2, ahead
-):  # pragma: no cover
-    """:func:`_move_serial` in blocks of ``ahead`` rows, each copied after the lines of the
-    next block's runs are asked for (separate loops: a hint inside the copy loop keeps the
-    compiler from specialising it on the run length, which costs more than it saves)."""
-    for i in range(n0):
-        so, do = i * ss0, i * ds0
-        for j0 in range(0, n1, ahead):
-            j1 = min(j0 + ahead, n1)
-            if j1 < n1:
-                _fetch(src, s_start, so, ss1, dst, d_start, do, ds1, j1, min(j1 + ahead, n1), n2)
-            elif i + 1 < n0:  # the next plane's first rows
-                k = min(ahead, n1)
-                _fetch(src, s_start, so + ss0, ss1, dst, d_start, do + ds0, ds1, 0, k, n2)
-            _rows(src, s_start, so, ss1, dst, d_start, do, ds1, j0, j1, n2)
-
-
-_HEAD = 9  # integers before the starts of a group in a move table
+_HEAD = 8  # integers before the starts of a group in a move table
 
 
 @numba.njit(cache=True, nogil=True)
 def _move_table(src, dst, table):  # pragma: no cover
     """Every group of a move in one call: ``table`` holds per group ``nb, ss0, ss1, ds0, ds1,
-    n0, n1, n2, ahead`` then the ``nb`` source and ``nb`` destination starts (a call from Python
+    n0, n1, n2`` then the ``nb`` source and ``nb`` destination starts (a call from Python
     costs about as much as a small move, so a phase of small boxes is one call of three
     arguments)."""
     pos = 0
@@ -224,10 +209,11 @@ def _move_table(src, dst, table):  # pragma: no cover
         nb = table[pos]
         s_start = table[pos + _HEAD : pos + _HEAD + nb]
         d_start = table[pos + _HEAD + nb : pos + _HEAD + 2 * nb]
-        if table[pos + 8] > 0:
-            _move_ahead(
+        n1, n2 = table[pos + 6], table[pos + 7]
+        if n2 < _SLICE_MIN:
+            _short_span(
                 src, s_start, table[pos + 1], table[pos + 2], dst, d_start, table[pos + 3],
-                table[pos + 4], table[pos + 5], table[pos + 6], table[pos + 7], table[pos + 8],
+                table[pos + 4], n1, 0, table[pos + 5] * n1, n2,
             )  # fmt: skip
         else:
             _move_serial(
@@ -238,16 +224,27 @@ def _move_table(src, dst, table):  # pragma: no cover
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
-def _move_parallel(src, s_start, ss0, ss1, dst, d_start, ds0, ds1, n0, n1, n2):  # pragma: no cover
-    # rows in memory order, split into one contiguous run of rows per thread
+def _move_parallel(
+    src, s_start, ss0, ss1, dst, d_start, ds0, ds1, n0, n1, n2, parts
+):  # pragma: no cover
+    # rows in memory order, split into one contiguous run of rows per thread (``parts``)
+    rows = n0 * n1
+    if n2 < _SLICE_MIN:
+        for p in prange(parts):
+            _short_span(
+                src, s_start, ss0, ss1, dst, d_start, ds0, ds1, n1, rows * p // parts,
+                rows * (p + 1) // parts, n2,
+            )  # fmt: skip
+        return
     nb = s_start.shape[0]
-    for r in prange(n0 * n1):
+    for r in prange(rows):
         i = r // n1
         j = r - i * n1
         so = i * ss0 + j * ss1
         do = i * ds0 + j * ds1
         for b in range(nb):
-            _run(src, s_start[b] + so, dst, d_start[b] + do, n2)
+            s, d = s_start[b] + so, d_start[b] + do
+            dst[d : d + n2] = src[s : s + n2]
 
 
 class BoxMove:
@@ -324,12 +321,7 @@ class BoxMove:
                     src, dst = (src[0], src[1], row), (dst[0], dst[1], row)
                 self._parallel_calls.append((src, dst, n))
             else:
-                # rows spread over more than a cache: prefetch later rows' run ends
-                span = max(n[0] * src[1], n[0] * dst[1], n[1] * src[2], n[1] * dst[2])
-                rows = n[0] * n[1]
-                short = n[2] < _SLICE_MIN  # longer runs are streamed by the hardware
-                ahead = _AHEAD if short and rows > 1 and span >= _AHEAD_MIN_ELEMENTS else 0
-                table += [m, src[1], src[2], dst[1], dst[2], *n, ahead]
+                table += [m, src[1], src[2], dst[1], dst[2], *n]
                 table += [int(x) for x in src[0]] + [int(x) for x in dst[0]]
         self._table = np.array(table, dtype=np.int64) if table else None
 
@@ -352,7 +344,7 @@ class BoxMove:
         if self._table is not None:
             _move_table(src_arr, dst_arr, self._table)
         for src, dst, n in self._parallel_calls:
-            _move_parallel(src_arr, *src, dst_arr, *dst, *n)
+            _move_parallel(src_arr, *src, dst_arr, *dst, *n, numba.get_num_threads())
 
     def __call__(self, a3: Any, buf: Any = None) -> None:
         """Local. Run the move on the 3-D array ``a3`` (and 1-D ``buf`` for pack/unpack)."""
