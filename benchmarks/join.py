@@ -8,7 +8,10 @@ Ours: every rank generates its share of both sides; the exchange is planned as t
 engine plans a join (:class:`hpc.domains.sql.engine.QueryOptions`): the smaller side is
 all-gathered (broadcast) when it has at most ``broadcast_rows`` rows in all, else both sides
 are hash-partitioned by key over the ranks (the all-to-all shuffle); then the local numba hash
-join, its table built on the smaller side as the engine does (all timed). Peers on
+join, its table built on the smaller side as the engine does, and the payloads materialised
+as the engine's join operator materialises its sides (``physical.join._rows_of``: a side whose
+rows are all of its rows in order, as when every probe row matches one build row, is kept as
+it is, not copied; ``side_kept`` records it) before they are summed (all timed). Peers on
 rank 0 over the whole tables, DuckDB with as many threads as our ranks x numba threads.
 ``ratio``: our tuples per second (probe + build rows over seconds) over DuckDB's.
 
@@ -243,6 +246,7 @@ def _cpu_point(
     from hpc.domains.sql import Column, hash_join
     from hpc.domains.sql.engine import QueryOptions
     from hpc.domains.sql.exchange import allgather_columns, partition_by_keys
+    from hpc.domains.sql.physical.join import Side, _rows_of
 
     rank, size = comm.Get_rank(), comm.Get_size()
     probe, build = _tables(n_probe, n_build, keys)  # the same tables on every rank
@@ -253,6 +257,7 @@ def _cpu_point(
     if rank != 0:  # only rank 0 runs the peers over the whole tables
         probe, build = {}, {}
     answer: dict[str, Any] = {}
+    kept = [False]  # whether a side was kept as it is, ungathered (the last run's)
 
     if broadcast_rows is None:
         broadcast_rows = QueryOptions().broadcast_rows
@@ -271,8 +276,14 @@ def _cpu_point(
             left, right = hash_join(p["k"].values, b["k"].values)
         else:  # the table on the smaller side (as the engine builds it), pairs swapped back
             right, left = hash_join(b["k"].values, p["k"].values)
-        # the payloads gathered as the engine gathers a join's columns
-        total = int(p["p"].gather(left).values.sum() + b["q"].gather(right).values.sum())
+        # the payloads materialised as the engine's join materialises its two sides
+        # (physical.join._rows_of, timed with its test): a side whose rows are all of its
+        # rows in order (every probe row matched once, pairs in probe order) is kept as it
+        # is, as a pipelined engine reads it; the other side's column is gathered
+        pp = _rows_of(Side({"p": p["p"]}, len(p["p"])), left)["p"]
+        qq = _rows_of(Side({"q": b["q"]}, len(b["q"])), right)["q"]
+        kept[0] = pp is p["p"] or qq is b["q"]
+        total = int(pp.values.sum() + qq.values.sum())
         answer["ours"] = comm.allreduce(np.array([len(left), total]), op=MPI.SUM).tolist()
 
     threads = min(os.cpu_count() or 1, size * numba.get_num_threads())
@@ -308,6 +319,8 @@ def _cpu_point(
         },  # fmt: skip
         "ratio": rates["ours"] / rates["duckdb"],
         "answers_agree": agree,
+        # some rank kept a side's payload as it is (its rows: all of them, in order)
+        "side_kept": bool(comm.allreduce(int(kept[0]), op=MPI.MAX)),
         "peer_cpus": comm.bcast(peer_cpus, root=0),
         "peer_threads": sorted(peer_threads),
     }
@@ -370,7 +383,8 @@ def _sweep(args: argparse.Namespace) -> dict[str, Any]:
         )
     rated = [{**p, "ratio": {"duckdb": p["ratio"]}} for p in points if "ratio" in p]
     worst = worst_point(
-        rated, "duckdb", ("keys", "build", "probe", "exchange", "size", "answers_agree")
+        rated, "duckdb",
+        ("keys", "build", "probe", "exchange", "size", "answers_agree", "side_kept"),
     )
     return {"points": points, "worst": worst, "seconds": time.perf_counter() - start}
 
@@ -408,6 +422,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "peers": head["peers"],
         "ratio": head["ratio"],
         "limits": {"answers_agree": head["answers_agree"]},
+        "side_kept": head["side_kept"],
     }
     if getattr(args, "sweep", False):
         sweep = _sweep(args)

@@ -11,7 +11,7 @@ import numpy as np
 
 from hpc.backend import array_module
 from hpc.collectives import allgather_rows, allreduce
-from hpc.shuffle import hash_partition, shuffle
+from hpc.shuffle import hash_partition, hash_shuffle, shuffle
 
 from .table import Column, settle_columns
 
@@ -89,10 +89,25 @@ def key_hash(keys: list[Column]) -> np.ndarray:
 def partition_by_keys(
     columns: dict[str, Column], keys: list[Column], comm: Any
 ) -> dict[str, Column]:
-    """Collective. Rows with equal keys meet on one rank (the key hash names the rank)."""
+    """Collective. Rows with equal keys meet on one rank (the key hash names the rank: the
+    rank of ``hash_partition(key_hash(keys))``). Host columns take the fused path of
+    :func:`hpc.shuffle.hash_shuffle`: hashing, choosing the rank and counting in one pass over
+    the keys, each column then written straight into its destinations' runs."""
     if comm.Get_size() == 1:
         return columns
     if any(k.raw for k in keys):
         raise ValueError("partition keys must be settled strings (see table.settle)")
+    hashed = [_as_int64(k) for k in keys]
+    columns = settle_columns(columns, comm)
+    host = all(isinstance(k, np.ndarray) for k in hashed) and all(
+        isinstance(c.values, np.ndarray) for c in columns.values())
+    # one reduction: which columns' masks travel, and whether some rank holds device arrays
+    # (then every rank takes ship's path)
+    local = [c.valid is not None for c in columns.values()] + [not host]
+    flags = allreduce(np.asarray(local, np.int64), "sum", comm)
+    masked = [n for n, f in zip(columns, flags[:-1], strict=True) if f]
+    arrays = _arrays(columns, masked)
+    if keys and flags[-1] == 0:
+        return _columns(columns, hash_shuffle(arrays, hashed, comm))
     dest = hash_partition(key_hash(keys).view(np.int64), comm.Get_size())
-    return ship(columns, dest, comm)
+    return _columns(columns, shuffle(arrays, dest, comm))

@@ -1,0 +1,159 @@
+"""hpc.shuffle's fused hash path: destinations hashed, chosen and counted in one pass
+(hash_destinations), columns packed straight into their destinations' runs, and hash_shuffle
+on 1 to 4 ranks, against a NumPy closed form of the hash and a stable argsort.
+
+Run under mpirun by the MPI test below (``python -m mpi4py THIS_FILE``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hpc.shuffle import (
+    _CHUNK_ROWS,
+    _chunk_starts,
+    _group,
+    _hash_histogram,
+    _rows_per_chunk,
+    hash_destinations,
+    hash_partition,
+)
+
+_FIB = np.uint64(0x9E3779B97F4A7C15)
+_PRIME = np.uint64(0x100000001B3)
+
+
+def _reference(keys: list[np.ndarray], nparts: int) -> np.ndarray:
+    """The destination in NumPy: the columns' combined hash, then the top half of its
+    Fibonacci hash modulo ``nparts``."""
+    h = np.zeros(len(keys[0]), np.uint64)
+    with np.errstate(over="ignore"):
+        for k in keys:
+            h = (h * _PRIME) ^ (k.astype(np.int64).view(np.uint64) * _FIB)
+        return (((h * _FIB) >> np.uint64(32)) % np.uint64(nparts)).astype(np.int64)
+
+
+@pytest.mark.parametrize("nparts", [1, 2, 3, 4, 5, 8, 256, 257, 70_000])
+@pytest.mark.parametrize("n", [0, 1, 1000, _CHUNK_ROWS + 3, 5 * _CHUNK_ROWS + 11])
+def test_hash_destinations_match_the_closed_form(n: int, nparts: int) -> None:
+    rng = np.random.default_rng(n * 7 + nparts)
+    a = rng.integers(-(2**62), 2**62, n)
+    b = rng.integers(0, 9, n).astype(np.int32)
+    for keys in ([a], [a, b]):
+        want = _reference(keys, nparts)
+        dest, counts = hash_destinations(keys, nparts)
+        assert dest.dtype.kind == "u" and np.iinfo(dest.dtype).max >= nparts - 1
+        assert np.array_equal(dest.astype(np.int64), want)
+        assert np.array_equal(counts, np.bincount(want, minlength=nparts))
+    # one key column: the destination hash_partition gives its hash
+    with np.errstate(over="ignore"):
+        hashed = (a.view(np.uint64) * _FIB).view(np.int64)
+    assert np.array_equal(hash_destinations(a, nparts)[0].astype(np.int64),
+                          hash_partition(hashed, nparts))
+
+
+def test_hash_destinations_refuse_bad_keys() -> None:
+    with pytest.raises(ValueError):
+        hash_destinations([np.zeros(3, np.int64), np.zeros(4, np.int64)], 2)
+    with pytest.raises(ValueError):
+        hash_destinations([np.zeros(3, np.float64)], 2)
+    with pytest.raises(ValueError):
+        hash_destinations([], 2)
+
+
+@pytest.mark.parametrize("nparts", [1, 2, 3, 4, 7, 64])
+@pytest.mark.parametrize("kind", ["uniform", "one", "skewed"])
+def test_columns_grouped_as_a_stable_sort_by_destination(nparts: int, kind: str) -> None:
+    rng = np.random.default_rng(nparts + len(kind))
+    n = 4 * _CHUNK_ROWS + 123  # several chunks: the threaded scatter
+    keys = rng.integers(0, 1 << 40, n)
+    if kind == "one":
+        keys[:] = 12345
+    elif kind == "skewed":
+        keys[rng.random(n) < 0.9] = 7
+    dest, counts = _hash_histogram((keys,), nparts)
+    starts = _chunk_starts(counts)
+    ends = starts + counts.astype(np.uint64)
+    order = np.argsort(_reference([keys], nparts), kind="stable")
+    for col in (keys, rng.random(n).astype(np.float32), rng.random(n) < 0.5,
+                rng.integers(0, 100, n).astype(np.int16), np.arange(n, dtype=np.float64)):
+        got = _group(col, dest, _rows_per_chunk(n, counts.shape[0]), starts, ends)
+        assert got.dtype == col.dtype
+        assert np.array_equal(got, col[order])
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("nranks", [1, 2, 3, 4])
+def test_hash_shuffle_delivers_every_row_to_its_rank_in_order(nranks: int) -> None:
+    from tests.conftest import run_mpi
+
+    proc = run_mpi(nranks, [str(Path(__file__))], timeout=240)
+    assert f"fused shuffle ok on {nranks} ranks" in proc.stdout
+
+
+def _rows(rank: int, n: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(100 + rank)
+    key = rng.integers(-(2**40), 2**40, n)
+    key[: n // 3] = 99  # a heavy key: a third of the rows to one rank
+    return {
+        "key": key,
+        "k2": rng.integers(0, 5, n).astype(np.int32),
+        "src": np.full(n, rank, np.int32),
+        "pos": np.arange(n, dtype=np.int64),
+        "x": rng.standard_normal(n).astype(np.float32),
+        "flag": rng.random(n) < 0.5,
+    }
+
+
+def main() -> int:
+    from hpc.domains.sql import Column
+    from hpc.domains.sql.exchange import key_hash, partition_by_keys, ship
+
+    from hpc.comm import world
+    from hpc.shuffle import hash_shuffle, shuffle
+
+    comm = world()
+    size, rank = comm.Get_size(), comm.Get_rank()
+    sizes = [0, 3, 5 * _CHUNK_ROWS + 17, 1000]  # an empty rank, several chunks on another
+    mine = _rows(rank, sizes[rank % len(sizes)])
+    got = hash_shuffle(mine, [mine["key"], mine["k2"]], comm)
+    # every rank's rows whose destination is this rank, by source rank, then position
+    every = [_rows(r, sizes[r % len(sizes)]) for r in range(size)]
+    for name in mine:
+        want = np.concatenate([
+            rows[name][_reference([rows["key"], rows["k2"]], size) == rank] for rows in every])
+        assert got[name].dtype == mine[name].dtype
+        assert np.array_equal(got[name], want), name
+    # the same rows and order as shuffle() with the engine's destinations
+    cols = {n: Column(a, "bool" if a.dtype == bool else "int" if a.dtype.kind == "i"
+                      else "float") for n, a in mine.items()}
+    cols["x"] = Column(mine["x"], "float", valid=mine["flag"])  # a mask travels too
+    dest = hash_partition(key_hash([cols["key"], cols["k2"]]).view(np.int64), size)
+    plain = shuffle(mine, dest, comm)
+    for name in mine:
+        assert np.array_equal(plain[name], got[name]), name
+    fused = partition_by_keys(cols, [cols["key"], cols["k2"]], comm)
+    shipped = ship(cols, dest, comm)
+    for name in cols:
+        assert np.array_equal(fused[name].values, shipped[name].values), name
+        fv, sv = fused[name].valid, shipped[name].valid
+        assert (fv is None) == (sv is None) and (fv is None or np.array_equal(fv, sv)), name
+    # a bad call raises on every rank instead of hanging
+    try:
+        hash_shuffle({"a": np.zeros(2)}, [np.zeros(3 if rank == 0 else 2, np.int64)], comm)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a key column shorter than the columns was accepted")
+    comm.Barrier()
+    if rank == 0:
+        print(f"fused shuffle ok on {size} ranks", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
