@@ -563,6 +563,27 @@ def _field(buf: np.ndarray, pos: int, end: int, last: int) -> tuple[int, int, in
 
 
 @nb.njit(cache=True, nogil=True)
+def _data_page(body: np.ndarray, offsets: np.ndarray, table: np.ndarray, page: int,
+               rows: int, row: int, optional: bool, valid: np.ndarray,
+               error: np.ndarray) -> tuple[int, int, int, int]:
+    """Data page ``page`` of a chunk of ``rows`` rows, its first row ``row``: (where its
+    values start, where it ends, its rows, how many are present), its levels read into
+    ``valid``; the first is a negative error code, also set in ``error`` = (code, page),
+    when the page does not fit the chunk."""
+    error[1] = page
+    o = offsets[page]
+    count = table[page, _COUNT]
+    if count < 0 or row + count > rows:
+        error[0] = _TOO_MANY
+        return _TOO_MANY, 0, 0, 0
+    end = o + table[page, _SIZE]
+    start, present = _page_levels(body, o, end, table, page, optional, valid, row, count)
+    if start < 0:
+        error[0] = start
+    return start, end, count, present
+
+
+@nb.njit(cache=True, nogil=True)
 def _page_levels(body: np.ndarray, o: int, end: int, table: np.ndarray, page: int,
                  optional: bool, valid: np.ndarray, row: int, count: int) -> tuple[int, int]:
     """A data page's definition levels (at ``body[o:end]``) into ``valid[row:row+count]``
@@ -612,19 +633,12 @@ def _decode_pages(body: np.ndarray, offsets: np.ndarray, table: np.ndarray,
         kind = table[page, _KIND]
         if kind != _DATA_PAGE and kind != _DATA_PAGE_V2:
             continue
-        error[1] = page
-        o = offsets[page]
-        count = table[page, _COUNT]
-        encoding = table[page, _ENCODING]
-        if count < 0 or row + count > rows:
-            error[0] = _TOO_MANY
-            return _TOO_MANY
-        end = o + table[page, _SIZE]
-        start, present = _page_levels(body, o, end, table, page, optional, valid, row, count)
+        start, end, count, present = _data_page(body, offsets, table, page, rows, row,
+                                                optional, valid, error)
         if start < 0:
-            error[0] = start
             return start
         nulls += count - present
+        encoding = table[page, _ENCODING]
         if encoding == _PLAIN:
             if (end - start) // width < present:
                 error[0] = _SHORT_VALUES
@@ -671,19 +685,12 @@ def _string_pages(body: np.ndarray, offsets: np.ndarray, table: np.ndarray,
         kind = table[page, _KIND]
         if kind != _DATA_PAGE and kind != _DATA_PAGE_V2:
             continue
-        error[1] = page
-        o = offsets[page]
-        count = table[page, _COUNT]
-        encoding = table[page, _ENCODING]
-        if count < 0 or row + count > rows:
-            error[0] = _TOO_MANY
-            return _TOO_MANY
-        end = o + table[page, _SIZE]
-        pos, present = _page_levels(body, o, end, table, page, optional, valid, row, count)
+        pos, end, count, present = _data_page(body, offsets, table, page, rows, row,
+                                              optional, valid, error)
         if pos < 0:
-            error[0] = pos
             return pos
         nulls += count - present
+        encoding = table[page, _ENCODING]
         if encoding == _PLAIN:
             for i in range(row, row + count):
                 lengths[i] = 0
