@@ -35,7 +35,12 @@ def _fresh_market(rng):
 
 
 @pytest.mark.parametrize("control_variate", [False, True])
-def test_european_matches_black_scholes_within_3_standard_errors(control_variate):
+def test_european_matches_black_scholes_within_4_standard_errors(control_variate):
+    """Fresh markets each run, so the bound is set by its false alarms: 4 standard errors
+    fail a correct estimator with probability 6e-5 per check, 2.5e-4 per run of the four
+    checks (3 failed one run in about a hundred: |z| = 3.27 once, where 60 seeds of that
+    market gave z of mean -0.01 and deviation 1.02). 4 standard errors of 400k paths were
+    0.47% of the price there, far below the error of a wrong drift or discount."""
     rng = np.random.default_rng()
     for _ in range(2):
         model, strike, maturity, kind = _fresh_market(rng)
@@ -48,7 +53,7 @@ def test_european_matches_black_scholes_within_3_standard_errors(control_variate
             control_variate=control_variate,
         )
         exact = black_scholes(model, option)
-        assert abs(r.price - exact) <= 3 * r.stderr, (model, option, r, exact)
+        assert abs(r.price - exact) <= 4 * r.stderr, (model, option, r, exact)
         assert r.ci95[0] < r.price < r.ci95[1]
 
 
