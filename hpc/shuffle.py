@@ -35,6 +35,7 @@ __all__ = [
     "shuffle",
     "hash_shuffle",
     "hash_destinations",
+    "combined_hash",
     "shuffle_strings",
     "hash_partition",
     "group_by_destination",
@@ -138,20 +139,25 @@ def hash_shuffle(columns: dict[str, Any], keys: Any, comm: Any = None) -> dict[s
 
     Parameters
     ----------
-    columns : dict of str to numpy.ndarray
-        Equal-length 1-D host arrays; every rank passes the same names and dtypes.
+    columns : dict of str to array
+        Equal-length 1-D arrays; every rank passes the same names and dtypes.
     keys : array or sequence of arrays of int
-        The key columns (host, as long as the columns); may be among ``columns``.
+        The key columns (as long as the columns); may be among ``columns``.
     comm : MPI communicator, optional
         Default: :func:`hpc.comm.world`.
 
     Returns
     -------
-    dict of str to numpy.ndarray
+    dict of str to array
         The rows this rank received, ordered by source rank, then by position at the source.
+        Device (CuPy) keys or columns take :func:`shuffle`'s path with the same destinations
+        (the combined hash computed by the array module), so ranks may mix them.
     """
     comm = resolve_comm(comm)
     size = comm.Get_size()
+    seq = [keys] if not isinstance(keys, list | tuple) else list(keys)
+    if any(_xp(a) is not np for a in [*seq, *columns.values()]):
+        return shuffle(columns, hash_partition(combined_hash(seq).view(np.int64), size), comm)
     problem = None
     try:
         cols = _key_columns(keys)
@@ -165,6 +171,19 @@ def hash_shuffle(columns: dict[str, Any], keys: Any, comm: Any = None) -> dict[s
     _agree(problem, comm)
     dest, counts = _hash_histogram(cols, size)
     return _exchange_grouped(columns, dest, counts, comm)
+
+
+def combined_hash(keys: Any) -> Any:
+    """Local. One uint64 per row of integer key columns (NumPy or CuPy), equal where all the
+    keys are equal: ``h = (h * 0x100000001B3) ^ (k * 0x9E3779B97F4A7C15)`` over the columns
+    from ``h = 0`` (the hash :func:`hash_destinations` partitions by)."""
+    seq = [keys] if not isinstance(keys, list | tuple) else list(keys)
+    xp = _xp(seq[0]) if seq else np
+    h = xp.zeros(seq[0].shape[0] if seq else 0, dtype=np.uint64)
+    for k in seq:  # (64-bit keys viewed as they are, narrower ones widened)
+        v = k.view(np.uint64) if k.dtype.itemsize == 8 else k.astype(np.int64).view(np.uint64)
+        h = (h * np.uint64(0x100000001B3)) ^ (v * np.uint64(0x9E3779B97F4A7C15))
+    return h
 
 
 def _key_columns(keys: Any) -> tuple[np.ndarray, ...]:

@@ -11,7 +11,7 @@ import numpy as np
 
 from hpc.backend import array_module
 from hpc.collectives import allgather_rows, allreduce
-from hpc.shuffle import hash_partition, hash_shuffle, shuffle
+from hpc.shuffle import combined_hash, hash_shuffle, shuffle
 
 from .table import Column, settle_columns
 
@@ -78,36 +78,22 @@ def _as_int64(c: Column) -> np.ndarray:
 def key_hash(keys: list[Column]) -> np.ndarray:
     """One uint64 per row from several key columns, equal wherever the keys are equal (values
     compared as SQL GROUP BY does: nulls equal each other)."""
-    xp = array_module(keys[0].values) if keys else np
-    h = xp.zeros(len(keys[0]) if keys else 0, dtype=np.uint64)
-    for c in keys:
-        v = _as_int64(c).view(np.uint64)
-        h = (h * np.uint64(0x100000001B3)) ^ (v * np.uint64(0x9E3779B97F4A7C15))
-    return h
+    return combined_hash([_as_int64(c) for c in keys])
 
 
 def partition_by_keys(
     columns: dict[str, Column], keys: list[Column], comm: Any
 ) -> dict[str, Column]:
     """Collective. Rows with equal keys meet on one rank (the key hash names the rank: the
-    rank of ``hash_partition(key_hash(keys))``). Host columns take the fused path of
-    :func:`hpc.shuffle.hash_shuffle`: hashing, choosing the rank and counting in one pass over
-    the keys, each column then written straight into its destinations' runs."""
+    rank of ``hash_partition(key_hash(keys))``), through :func:`hpc.shuffle.hash_shuffle`:
+    hashing, choosing the rank and counting in one pass over the keys, each column then
+    written straight into its destinations' runs."""
     if comm.Get_size() == 1:
         return columns
     if any(k.raw for k in keys):
         raise ValueError("partition keys must be settled strings (see table.settle)")
-    hashed = [_as_int64(k) for k in keys]
+    if not keys:  # one key-less group: every row to rank 0
+        return ship(columns, np.zeros(len(next(iter(columns.values()), [])), np.int64), comm)
     columns = settle_columns(columns, comm)
-    host = all(isinstance(k, np.ndarray) for k in hashed) and all(
-        isinstance(c.values, np.ndarray) for c in columns.values())
-    # one reduction: which columns' masks travel, and whether some rank holds device arrays
-    # (then every rank takes ship's path)
-    local = [c.valid is not None for c in columns.values()] + [not host]
-    flags = allreduce(np.asarray(local, np.int64), "sum", comm)
-    masked = [n for n, f in zip(columns, flags[:-1], strict=True) if f]
-    arrays = _arrays(columns, masked)
-    if keys and flags[-1] == 0:
-        return _columns(columns, hash_shuffle(arrays, hashed, comm))
-    dest = hash_partition(key_hash(keys).view(np.int64), comm.Get_size())
-    return _columns(columns, shuffle(arrays, dest, comm))
+    arrays = _arrays(columns, _with_masks(columns, comm))
+    return _columns(columns, hash_shuffle(arrays, [_as_int64(k) for k in keys], comm))

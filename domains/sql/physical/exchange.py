@@ -26,7 +26,7 @@ from numba import njit
 
 from hpc.backend import array_module, get_backend
 from hpc.collectives import allreduce
-from hpc.shuffle import hash_partition, shuffle
+from hpc.shuffle import combined_hash, hash_partition, shuffle
 
 from .device import running_on
 
@@ -110,11 +110,7 @@ def _column_hash(c: Column) -> Any:
 
 def key_hash(keys: list[Column]) -> Any:
     """One uint64 per row, equal wherever the key columns hold equal values (NULLs equal)."""
-    xp = array_module(keys[0].values)
-    h = xp.zeros(len(keys[0]), dtype=np.uint64)
-    for c in keys:
-        h = (h * np.uint64(0x100000001B3)) ^ (_column_hash(c) * np.uint64(0x9E3779B97F4A7C15))
-    return h
+    return combined_hash([_column_hash(c) for c in keys])
 
 
 def hash_rows(columns: dict[str, Column], keys: list[Column], comm: Any) -> dict[str, Column]:
