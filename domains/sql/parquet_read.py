@@ -14,9 +14,11 @@ Arrow chunk used without a copy.
 Given the file's bytes, 4- and 8-byte integer, date and float columns (decimals stored as
 integers among them) skip pyarrow: our page kernels (:mod:`.parquet_pages`) decode each
 column chunk, one task per chunk, straight into the column's one array, and the other
-columns' pieces share the same threads. So do string columns read as Arrow dictionaries:
-each chunk's codes land in the column's one int32 array, and each row group becomes an
-Arrow dictionary array over its own dictionary page, as pyarrow would give it.
+columns' pieces share the same threads. So do string columns, in two rounds: read as Arrow
+dictionaries, the row groups' dictionary pages are joined into one dictionary first and every
+chunk's indices become codes of it (one dictionary array for the column); read as strings,
+each row's length is found first and its bytes then copied into one string array. Decoded
+columns go to the threads in a few runs of row groups each, not a task per row group.
 """
 
 from __future__ import annotations
@@ -61,9 +63,10 @@ def read_row_groups(open_file: Callable[[], Any], meta: Any, groups: Sequence[in
         table converts their chunks one by one.
     data : buffer, optional
         The whole file's bytes (its memory map). With it, flat columns of 4- and 8-byte
-        integers, dates and floats, and those of strings ``open_file`` reads as Arrow
-        dictionaries, are decoded by our page kernels (:mod:`.parquet_pages`), a column
-        chunk per task, straight into one array per column.
+        integers, dates and floats, and those of strings (as Arrow dictionaries where
+        ``open_file`` reads them so, else as strings) are decoded by our page kernels
+        (:mod:`.parquet_pages`), runs of column chunks per task, straight into one array per
+        column.
     """
     import pyarrow as pa
 
@@ -156,7 +159,8 @@ def _run(tasks: list[tuple[int, Callable[[], Any]]], threads: int) -> dict[int, 
 def _native_columns(meta: Any, arrow_schema: Any, columns: list[str]) -> dict[str, int]:
     """The columns our page kernels decode, with their index in the footer: flat columns
     whose Arrow type holds the physical values as they are (4- and 8-byte integers, decimals
-    read as their integers, dates, floats), and strings read as Arrow dictionaries."""
+    read as their integers, dates, floats), and strings (as Arrow dictionaries of int32
+    codes, or as plain or large strings)."""
     import pyarrow as pa
 
     from .parquet_pages import native_dtype
@@ -191,7 +195,7 @@ _NO_MASK = np.empty(0, np.bool_)
 
 
 class _Decoded:
-    """One column decoded chunk by chunk (:func:`decode`, a task per row group) into one
+    """One column decoded chunk by chunk (:func:`decode`, per row group) into one
     array; a chunk the kernels do not read (:class:`~.parquet_pages.NotNative`) sends the
     whole column to pyarrow.
 
