@@ -78,12 +78,28 @@ def settings() -> Settings:
     """
     global _last
     env = os.environ
-    key = tuple(env.get(name) for name in _NAMES)
+    key = _snapshot()
     if _last is not None and _last[0] == key:
         return _last[1]
     result = _read(env)
     _last = (key, result)
     return result
+
+
+def _snapshot() -> tuple:
+    """The raw (encoded) values of :data:`_NAMES` now. ``os.environ.get`` encodes the name
+    and decodes the value on every call (about 0.7 us each, 6 us for the eight); the
+    mapping's own dictionary of encoded names answers the same in a few hundred nanoseconds.
+    ``_data`` is what every ``os.environ`` write updates; an implementation without it takes
+    the slow path."""
+    data = getattr(os.environ, "_data", None)
+    if data is None or not _ENCODED:
+        return tuple(os.environ.get(name) for name in _NAMES)
+    return tuple(map(data.get, _ENCODED))
+
+
+_ENCODE = getattr(os.environ, "encodekey", None)
+_ENCODED = tuple(map(_ENCODE, _NAMES)) if _ENCODE is not None else ()
 
 
 def _read(env: os._Environ[str]) -> Settings:

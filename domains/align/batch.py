@@ -12,6 +12,7 @@ pair.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -98,13 +99,13 @@ def encode_all(
     if len(seqs) and all(type(s) is str for s in seqs):
         # one lookup for all the letters (per-sequence calls dominate short pairs); a bad
         # letter is reported by the per-sequence path below
-        lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
         raw = "".join(seqs).encode("ascii", "replace")
-        if len(raw) == int(lengths.sum()):
-            codes = mat.lookup[np.frombuffer(raw, dtype=np.uint8)]
-            if not (codes == 255).any():
-                offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
-                np.cumsum(lengths, out=offsets[1:])
+        offsets = np.fromiter(
+            itertools.accumulate(map(len, seqs), initial=0), np.int64, len(seqs) + 1
+        )
+        if len(raw) == offsets[-1]:  # all ASCII; a bad letter's code is 255, above all others
+            codes = mat.lookup.take(np.frombuffer(raw, dtype=np.uint8))
+            if codes.max(initial=0) != 255:
                 return Encoded(codes, offsets)
     parts = []
     for k, s in enumerate(seqs):
@@ -343,15 +344,18 @@ def _pairs_cpu(qe, te, qi, ti, scoring: Scoring, mode: int) -> np.ndarray:
     if n == 0:
         return out
     # pairs as sequences of their own: sort by target length, then query length
-    qlen, tlen = qe.lengths[qi], te.lengths[ti]
-    dna = _dna_args(scoring)
-    kind = "compare" if dna[3] >= 0 else "lookup"
+    qlen = qe.offsets[qi + 1] - qe.offsets[qi]
+    tlen = te.offsets[ti + 1] - te.offsets[ti]
+    dna = scoring.matrix.dna
+    kind = "compare" if dna is not None and dna[3] >= 0 else "lookup"
     if n <= K.LANES:  # one bucket: decide without building it (short calls' overhead)
-        qm, tm = int(qlen.max()), int(tlen.max())
+        ql, tl = qlen.tolist(), tlen.tolist()
+        qm, tm = max(ql), max(tl)
         lanes = S.lanes_cost(qm, tm, kind, _needs_32(scoring, mode, qm, tm))
-        if S.striped_cost(qlen, tlen).sum() < lanes:
+        if sum(map(S.striped_cost, ql, tl)) < lanes:
             return S.score_striped(qe.codes, qe.offsets, te.codes, te.offsets, qi, ti,
                                    scoring, mode)  # fmt: skip
+    dna = _dna_args(scoring)
     order = np.lexsort((qlen, tlen))
     padded = _buckets(order, tlen)[0]
     nb = padded.size // K.LANES

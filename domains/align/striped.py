@@ -78,6 +78,7 @@ __all__ = [
     "STRIPE",
     "striped_pairs",
     "striped_pairs_serial",
+    "striped_cascade",
     "score_striped",
     "fits_16",
     "NEG16",
@@ -95,6 +96,12 @@ HIGH16 = (1 << 15) - 1
 SCAN_COLUMNS = 32  # columns in the scan form after a column whose lazy F ran far
 
 
+@numba.njit(cache=True)
+def _gap(length, first, extend):
+    return first + (length - 1) * extend if length > 0 else 0
+
+
+@numba.njit(cache=True)
 def fits_16(first: int, extend: int, min_score: int, max_score: int, pad: int, m: int,
             n: int, mode: int) -> bool:  # fmt: skip
     """Whether a pair's *lowest* values stay above :data:`NEG16` with room for one more gap
@@ -105,19 +112,10 @@ def fits_16(first: int, extend: int, min_score: int, max_score: int, pad: int, m
     small = first + extend + abs(min(min_score, pad, 0)) + 2
     if small + abs(max(max_score, 0)) >= 1024:
         return False
-
-    def gap(k: int) -> int:
-        return 0 if k <= 0 else first + (k - 1) * extend
-
     low = small
     if mode != LOCAL:
-        low += gap(m + STRIPE) + (gap(n) if mode == GLOBAL else 0)
+        low += _gap(m + STRIPE, first, extend) + (_gap(n, first, extend) if mode == GLOBAL else 0)
     return low < -NEG16 - 256
-
-
-@numba.njit(cache=True)
-def _gap(length, first, extend):
-    return first + (length - 1) * extend if length > 0 else 0
 
 
 @numba.njit(cache=True)
@@ -373,6 +371,61 @@ def striped_pairs_serial(
         )  # fmt: skip
 
 
+@numba.njit(cache=True)
+def striped_cascade(
+    qcodes, qoff, tcodes, toff, qi, ti, matrix, first, extend, mode, three, scan, low, top, pad,
+    eight, sixteen, out,
+):  # fmt: skip
+    """Pairs ``(qi[k], ti[k])`` one after another in the calling thread, each through its
+    whole cascade of lane widths at once: 8 bits first where ``eight`` (local pairs whose
+    costs fit), 16 bits where the 8-bit run stopped or, for a fresh pair, where ``sixteen``
+    and :func:`fits_16` admit it, 32 bits where a narrower run stopped. The scores go into
+    ``out``. These are the runs :func:`score_striped` makes over its groups of pairs, made
+    pair by pair: for one pair or one thread, one dispatch and no per-run arrays (a call of
+    one short pair spent most of its time in them)."""
+    longest = 0
+    for k in range(qi.shape[0]):
+        longest = max(longest, qoff[qi[k] + 1] - qoff[qi[k]])
+    hs = np.empty(longest, np.int32)
+    es = np.empty(longest, np.int32)
+    bias8 = np.int64(-min(low, pad, 0))
+    p8 = np.zeros(1, np.uint8)
+    p16 = np.zeros(1, np.int16)
+    p32 = np.zeros(1, np.int32)
+    zero = np.int64(0)
+    for k in range(qi.shape[0]):
+        q = qcodes[qoff[qi[k]] : qoff[qi[k] + 1]]
+        t = tcodes[toff[ti[k]] : toff[ti[k] + 1]]
+        m, n = q.shape[0], t.shape[0]
+        if m == 0 or n == 0:
+            out[k] = _empty_score(m, n, first, extend, mode)
+            continue
+        h, e = hs[:m], es[:m]
+        score, best, j = zero, zero, zero
+        narrow = False  # whether this pair runs in 16-bit lanes (fresh or resumed)
+        if eight:
+            s8, b8, j8 = _striped_one(q, t, matrix, first, extend, mode, three, zero, bias8,
+                                      p8, scan, 254 - top - bias8, h, e, zero, zero, zero)
+            score, best, j = np.int64(s8), np.int64(b8), np.int64(j8)
+            if j == 0:
+                out[k] = score
+                continue
+            narrow = True
+        elif sixteen:
+            narrow = fits_16(first, extend, low, top, pad, m, n, mode)
+        if narrow:
+            s16, b16, j16 = _striped_one(q, t, matrix, first, extend, mode, three,
+                                         np.int64(NEG16), zero, p16, scan,
+                                         np.int64(HIGH16 - 1) - top, h, e, j, best, score)
+            score, best, j = np.int64(s16), np.int64(b16), np.int64(j16)
+            if j == 0:
+                out[k] = score
+                continue
+        s32, _, _ = _striped_one(q, t, matrix, first, extend, mode, three, np.int64(NEG32),
+                                 zero, p32, scan, np.int64(1 << 62) - top, h, e, j, best, score)
+        out[k] = s32
+
+
 def _deal(cost: np.ndarray, bins: int) -> list[np.ndarray]:
     """Indices of ``cost`` dealt into ``bins`` of nearly equal total: the costliest first, in
     snake order (0, 1, ..., bins - 1, bins - 1, ..., 0, 0, 1, ...)."""
@@ -423,6 +476,12 @@ def score_striped(
     pad = int(scores[mat.size, 0])
     low, top = mat.min_score, max(mat.max_score, 0)
     three = g.extend > g.first
+    eight = bits == 8 and mode == LOCAL and -min(low, pad, 0) + top + g.first + g.extend < 128
+    threads = numba.get_num_threads()
+    if n == 1 or threads == 1:  # no parallel region to start: each pair's cascade at once
+        striped_cascade(qcodes, qoff, tcodes, toff, qi, ti, scores, g.first, g.extend, mode,
+                        three, scan, low, top, pad, eight, bits <= 16, out)  # fmt: skip
+        return out
     qlen = qoff[qi + 1] - qoff[qi]
     tlen = toff[ti + 1] - toff[ti]
     # where a run stops, the next resumes: H and E of each query position (pages of the
@@ -433,7 +492,6 @@ def score_striped(
     es = np.empty(int(soff[-1]), np.int32)
     j0 = np.zeros(n, np.int64)
     high = np.zeros(n, np.int64)
-    threads = numba.get_num_threads()
 
     def run(idx: np.ndarray, dtype) -> np.ndarray:
         """Run (or resume) pairs ``idx`` in ``dtype`` lanes; those that stopped, to resume
@@ -449,7 +507,7 @@ def score_striped(
             scores, g.first, g.extend, mode, three, neg, bias, np.zeros(1, dtype), scan,
             limit - top - bias, hs, es,
         )  # fmt: skip
-        if idx.size == 1 or threads == 1:  # no parallel region to start
+        if idx.size == 1:  # no parallel region to start
             sub = idx
         else:  # the pairs dealt to the threads by modelled cost, the costliest first
             bins = _deal(striped_cost(qlen[idx], tlen[idx]), threads)
@@ -467,7 +525,7 @@ def score_striped(
         return sub[j > 0]
 
     todo = np.arange(n)
-    if bits == 8 and mode == LOCAL and -min(low, pad, 0) + top + g.first + g.extend < 128:
+    if eight:
         todo = run(todo, np.uint8)  # the rest resumes in 16 bits
         fresh = np.empty(0, np.int64)
     else:
@@ -521,18 +579,16 @@ STRIPED_SEGMENT_NS = 1.8
 LANES_STEP_NS = {"lookup": 22.0, "compare": 6.0, "shared": 5.5}
 
 
-def striped_cost(m: np.ndarray, n: np.ndarray) -> np.ndarray:
+def striped_cost(m, n):
     """Modelled nanoseconds of the striped kernel for queries of length ``m`` against
-    targets of length ``n`` (element-wise)."""
-    m = np.asarray(m, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    segments = np.ceil(m / STRIPE)
+    targets of length ``n`` (integers or integer arrays, element-wise; plain arithmetic, so
+    that a call's choice for a few pairs costs no array work)."""
+    segments = -(-m // STRIPE)
     return STRIPED_PAIR_NS + n * (STRIPED_COLUMN_NS + segments * STRIPED_SEGMENT_NS)
 
 
-def lanes_cost(m: np.ndarray, n: np.ndarray, kind: str, wide: np.ndarray | bool = False):
+def lanes_cost(m, n, kind: str, wide=False):
     """Modelled nanoseconds of a lane kernel's bucket of ``m`` by ``n`` steps (its longest
-    query and target; ``kind`` in :data:`LANES_STEP_NS`; 32-bit buckets cost twice)."""
-    m = np.asarray(m, dtype=np.float64)
-    n = np.asarray(n, dtype=np.float64)
-    return m * n * LANES_STEP_NS[kind] * np.where(wide, 2.0, 1.0)
+    query and target, numbers or arrays; ``kind`` in :data:`LANES_STEP_NS`; 32-bit buckets,
+    ``wide``, a bool or bool array, cost twice)."""
+    return m * n * LANES_STEP_NS[kind] * (1.0 + wide)

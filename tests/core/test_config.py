@@ -27,3 +27,26 @@ def test_settings_follow_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     third = settings()
     assert (third.backend, third.cache_dir) == ("auto", str(tmp_path / "xdg" / "hpc"))
+
+
+def test_the_snapshot_reads_what_os_environ_reads(monkeypatch, tmp_path):
+    """The fast snapshot (the environment's own dictionary of encoded names) equals
+    ``os.environ.get`` of every name, set, changed, non-ASCII or removed."""
+    import os
+
+    from hpc.config import _NAMES, _snapshot
+
+    def want() -> tuple:
+        return tuple(os.environ.get(name) for name in _NAMES)
+
+    def snapshot() -> tuple:  # the raw values, decoded as os.environ decodes them
+        return tuple(None if v is None else os.environ.decodevalue(v) for v in _snapshot())
+
+    assert snapshot() == want()
+    monkeypatch.setenv("HPC_IO_MODE", "serial")
+    monkeypatch.setenv("HPC_CACHE_DIR", str(tmp_path / "été"))
+    assert snapshot() == want()
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("HPC_IO_MODE")
+    assert snapshot() == want()
+    assert settings().cache_dir == str(tmp_path / "été")

@@ -9,6 +9,10 @@ mode, both column forms (lazy F, prefix scan), starting in 8-, 16- or 32-bit lan
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+
+import numba
 import numpy as np
 import pytest
 from hpc.domains.align import Scoring, score_many, score_pairs
@@ -34,6 +38,17 @@ def _striped(qs, ts, scoring, mode, scan=False, bits=8):
     k = np.arange(len(qs))
     return _SCORE_STRIPED(qe.codes, qe.offsets, te.codes, te.offsets, k, k, scoring,
                           MODES[mode], scan, bits)  # fmt: skip
+
+
+@contextlib.contextmanager
+def _threads(count: int):
+    """numba's threads set to ``count`` (at most those it started) for the block."""
+    before = numba.get_num_threads()
+    numba.set_num_threads(min(count, numba.config.NUMBA_NUM_THREADS))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 @st.composite
@@ -64,12 +79,17 @@ def test_striped_scores_equal_biopython_in_every_mode(data):
     for mode in ("local", "global", "semi-global"):
         aligner = _reference(scoring, mode)
         want = [_expected(scoring, mode, q, t, aligner) for q, t in zip(qs, ts, strict=True)]
-        # lazy F (switching to scan columns) or scan columns only; the narrowest lanes
-        for scan, bits in ((False, 8), (True, 8), (False, 16), (True, 32)):
-            got = _striped(qs, ts, scoring, mode, scan, bits)
+        # lazy F (switching to scan columns) or scan columns only; the narrowest lanes; one
+        # thread (each pair's cascade of lane widths in one call) or the pairs' runs per
+        # lane width dealt to two threads
+        variants = ((False, 8), (True, 8), (False, 16), (True, 32))
+        for (scan, bits), threads in itertools.product(variants, (1, 2)):
+            with _threads(threads):
+                got = _striped(qs, ts, scoring, mode, scan, bits)
             bad = np.flatnonzero(got != np.array(want))
             assert bad.size == 0, (
-                f"{scoring} {mode} scan={scan} bits={bits}: pairs {bad.tolist()} scored "
+                f"{scoring} {mode} scan={scan} bits={bits} threads={threads}: pairs "
+                f"{bad.tolist()} scored "
                 f"{got[bad].tolist()}, Biopython {[want[k] for k in bad]} "
                 f"(lengths {[(len(qs[k]), len(ts[k])) for k in bad]})"
             )
@@ -80,15 +100,16 @@ def test_striped_scores_equal_biopython_in_every_mode(data):
 def test_scores_near_and_past_8_and_16_bits_are_exact(matrix, letter, mode):
     """Identical runs of one letter score ``n * s``: lengths whose scores end below, at and
     past the 8-bit (local) and 16-bit limits exercise the checks and the 16- and 32-bit
-    retries, in both column forms."""
+    retries, in both column forms, pair by pair (one thread) and in runs per lane width."""
     scoring = Scoring(matrix, 11, 1)
     per = scoring.matrix.score(letter, letter)
     edge = (S.HIGH16 - per) // per
     lengths = [*range(1, 300 // per), edge - 2, edge - 1, edge, edge + 1, edge + 2, 2 * edge]
     seqs = [letter * n for n in lengths]
-    for scan in (False, True):
-        got = _striped(seqs, seqs, scoring, mode, scan)
-        assert got.tolist() == [n * per for n in lengths], scan
+    for scan, threads in itertools.product((False, True), (1, 2)):  # one thread: cascades
+        with _threads(threads):
+            got = _striped(seqs, seqs, scoring, mode, scan)
+        assert got.tolist() == [n * per for n in lengths], (scan, threads)
     # the entry point (one pair per length: each goes to the striped kernel)
     assert score_pairs(seqs, seqs, scoring, mode, backend="cpu").tolist() == got.tolist()
 
