@@ -1031,10 +1031,18 @@ def _pq_scan_list(
     each), so one row at a time waits on the adder; four chains overlap and the loads of
     the table and codes are what is left. Compiled without re-association, so every row's
     sum is the same sequence of additions in either loop (a row's score does not depend on
-    its place in the list, which differs between shards)."""
+    its place in the list, which differs between shards).
+
+    A row scoring above the heap's worst entry (``top``) cannot enter, and once the heap
+    is full most rows are such: they are rejected here, by one comparison, and only the
+    others reach :func:`_c_push` (which breaks a tie of score by id, so ``<=``). The push
+    is a call that increments and decrements the reference counts of three arrays; made
+    for every row it was ~2/3 of the scan (d = 128, m = 16, 128 lists of ~1000 rows: 1.62
+    against 0.58 ms a query)."""
     m = table.shape[0]
     k = drow.shape[0]
     base32 = np.float32(base)
+    top = drow[0]
     end4 = lo + (hi - lo) // 4 * 4
     for p in range(lo, end4, 4):
         s0 = base32
@@ -1046,21 +1054,28 @@ def _pq_scan_list(
             s1 += table[s, codes[p + 1, s]]
             s2 += table[s, codes[p + 2, s]]
             s3 += table[s, codes[p + 3, s]]
-        if not (use_mask and mask[p] == 0):
-            _c_push(drow, prow, k, s0, p, ids)
-        if not (use_mask and mask[p + 1] == 0):
-            _c_push(drow, prow, k, s1, p + 1, ids)
-        if not (use_mask and mask[p + 2] == 0):
-            _c_push(drow, prow, k, s2, p + 2, ids)
-        if not (use_mask and mask[p + 3] == 0):
-            _c_push(drow, prow, k, s3, p + 3, ids)
+        if (s0 <= top) | (s1 <= top) | (s2 <= top) | (s3 <= top):
+            if s0 <= top and not (use_mask and mask[p] == 0):
+                _c_push(drow, prow, k, s0, p, ids)
+                top = drow[0]
+            if s1 <= top and not (use_mask and mask[p + 1] == 0):
+                _c_push(drow, prow, k, s1, p + 1, ids)
+                top = drow[0]
+            if s2 <= top and not (use_mask and mask[p + 2] == 0):
+                _c_push(drow, prow, k, s2, p + 2, ids)
+                top = drow[0]
+            if s3 <= top and not (use_mask and mask[p + 3] == 0):
+                _c_push(drow, prow, k, s3, p + 3, ids)
+                top = drow[0]
     for p in range(end4, hi):
         if use_mask and mask[p] == 0:
             continue
         sc = base32
         for s in range(m):
             sc += table[s, codes[p, s]]
-        _c_push(drow, prow, k, sc, p, ids)
+        if sc <= top:
+            _c_push(drow, prow, k, sc, p, ids)
+            top = drow[0]
 
 
 @njit(parallel=True, cache=True)

@@ -94,6 +94,41 @@ def test_pq_scores_do_not_depend_on_a_rows_place_in_its_list(metric, tmp_path):
             assert all(ref[int(a)] == b for a, b in zip(i[r], d[r], strict=True))
 
 
+@pytest.mark.parametrize("metric", ["l2", "ip"])
+def test_pq_scan_ties_go_to_the_smaller_id(metric):
+    """Rows of equal estimate at the cut of the top-k: the scan tests a row against the
+    heap's worst score before pushing it, and a row *equal* to that score must still be
+    offered (the smaller id wins). Duplicated rows (same list, same codes: the same
+    estimate bit for bit) stored in random id order; every returned row's duplicates of
+    smaller id come back too, with or without an allow-list (reference: the definition)."""
+    rng = np.random.default_rng(_seed())
+    dim, m, nlist = 8, 4, int(rng.integers(2, 6))
+    # few distinct rows, many copies: most cuts of the top-k fall inside a group of ties
+    base = rng.integers(-3, 4, (int(rng.integers(20, 40)), dim)).astype(np.float32)
+    x = np.repeat(base, rng.integers(4, 12, base.shape[0]), axis=0)
+    n = x.shape[0]
+    index = IVFPQIndex(dim, nlist, m=m, nbits=int(rng.integers(3, 6)), metric=metric, niter=3)
+    index.train(x)
+    index.add(x, ids=rng.permutation(n).astype(np.int64))
+    lists = np.repeat(np.arange(nlist), index.list_sizes)
+    key = [(int(lists[p]), index.codes[p].tobytes()) for p in range(n)]
+    q = rng.integers(-3, 4, (4, dim)).astype(np.float32)
+    allow = rng.choice(index.ids, size=n // 2, replace=False)
+    for filt in (None, allow, None, allow):
+        keep = np.ones(n, dtype=bool) if filt is None else np.isin(index.ids, filt)
+        k = int(rng.integers(1, int(keep.sum()) + 1))
+        d, got_ids = index.search(q, k, nprobe=nlist, filter=filt)
+        for r in range(q.shape[0]):
+            got = set(got_ids[r].tolist())
+            assert len(got) == k
+            for v in got:
+                p = int(np.flatnonzero(index.ids == v)[0])
+                twins = [p2 for p2 in range(n) if keep[p2] and key[p2] == key[p]]
+                assert all(int(index.ids[p2]) in got for p2 in twins if index.ids[p2] < v)
+            order = np.lexsort((got_ids[r], d[r] if metric == "l2" else -d[r]))
+            assert np.array_equal(order, np.arange(k))
+
+
 def test_check_rows_equals_numpy():
     """Counts and first rows of non-finite and zero rows, and the normalisation, against
     NumPy (integer-valued rows: the float64 sums are exact, so bit for bit; real rows of
