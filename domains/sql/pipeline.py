@@ -130,7 +130,7 @@ def run(sql: str, catalog: Catalog, comm: Any = None,
 
     comm = resolve_comm(comm)
     physical = physical_plan(sql, catalog, comm.Get_size(), broadcast_rows)
-    return Executor(catalog, comm, backend=backend).run(physical)
+    return Executor(catalog, comm, backend=backend, broadcast_rows=broadcast_rows).run(physical)
 
 
 def run_logical(plan: P.Node, catalog: Catalog, comm: Any = None,
@@ -140,7 +140,7 @@ def run_logical(plan: P.Node, catalog: Catalog, comm: Any = None,
 
     comm = resolve_comm(comm)
     physical = distribute(plan, catalog.num_rows, comm.Get_size(), broadcast_rows, catalog)
-    return Executor(catalog, comm, backend=backend).run(physical)
+    return Executor(catalog, comm, backend=backend, broadcast_rows=broadcast_rows).run(physical)
 
 
 def explain(sql: str, catalog: Catalog, comm: Any = None, analyze: bool = False,
@@ -155,7 +155,8 @@ def explain(sql: str, catalog: Catalog, comm: Any = None, analyze: bool = False,
     text = "Logical plan\n" + P.explain(logical) + "\n\nPhysical plan\n"
     if not analyze:
         return text + P.explain(physical)
-    ex = Executor(catalog, comm, analyze=True, backend=backend)
+    ex = Executor(catalog, comm, analyze=True, backend=backend,
+                  broadcast_rows=broadcast_rows)
     ex.run(physical)
     profile = ex.global_profile()
 

@@ -187,13 +187,16 @@ def exchange(columns: dict[str, Column], nrows: int, how: str, keys: list[Column
 
 
 def _hashed_or_gathered(columns: dict[str, Column], nrows: int, how: str, keys: list[Column],
-                        comm: Any) -> tuple[dict[str, Column], int]:
+                        comm: Any, dest: Any = None) -> tuple[dict[str, Column], int]:
     """Collective. :func:`exchange` ``"hash"`` (on ``keys``: strings hash by their bytes,
-    raw or not) or ``"gather"`` of at least one column. The string columns raw on some rank
-    travel as their rows' bytes (:func:`_ship_raw`) and arrive raw, one entry per row, so no
-    rank sorts them; the others as codes into dictionaries merged over the ranks."""
+    raw or not; or to the ranks ``dest`` names, one per row, where given) or ``"gather"`` of
+    at least one column. The string columns raw on some rank travel as their rows' bytes
+    (:func:`_ship_raw`) and arrive raw, one entry per row, so no rank sorts them; the others
+    as codes into dictionaries merged over the ranks."""
     xp = _module(columns)
-    if how == "hash" and keys:
+    if dest is not None:
+        pass
+    elif how == "hash" and keys:
         dest = hash_partition(key_hash(keys).view(np.int64), comm.Get_size())
     else:  # gathered on rank 0 (a hash exchange without keys: its one partition)
         dest = xp.zeros(nrows, np.int64)

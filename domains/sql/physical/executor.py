@@ -21,7 +21,7 @@ from hpc.domains.sql.logical import expr as E
 from hpc.domains.sql.logical import plan as P
 from hpc.domains.sql.logical.partial import state_name, states
 from hpc.domains.sql.ops import columns_on_host
-from hpc.domains.sql.optimizer.distribute import equi_keys
+from hpc.domains.sql.optimizer.distribute import BROADCAST_ROWS, equi_keys
 from hpc.domains.sql.table import (
     Column,
     Decimals,
@@ -46,6 +46,7 @@ from .from_statistics import answer_from_statistics
 from .join import Side, join, null_safe_keys
 from .lazy_decimals import lazy_decimal
 from .partial_aggregates import merged, partial_states
+from .skew_join import skew_exchanges, staying_sides
 from .sum_programs import compile_sums
 from .window import window_columns
 
@@ -224,8 +225,9 @@ class Executor:
     """
 
     def __init__(self, catalog: Catalog, comm: Any, analyze: bool = False,
-                 backend: Backend | None = None) -> None:
+                 backend: Backend | None = None, broadcast_rows: int = BROADCAST_ROWS) -> None:
         self.backend = backend or get_backend("cpu")
+        self.broadcast_rows = broadcast_rows  # the most rows a skewed join copies to all
         self._host = get_backend("cpu")  # where operators the device lacks run
         self.catalog = catalog
         self.scans = ScanCache(catalog)
@@ -290,6 +292,8 @@ class Executor:
                 if shared:
                     self._shared[node] = out
         if out is None:
+            if isinstance(node, P.Join):
+                self._join_exchanges(node)
             rows = 0  # an Exchange computes its input itself: an error there meets the ranks
             for child in () if isinstance(node, P.Exchange) else node.inputs:
                 done = self.side(child)
@@ -554,6 +558,43 @@ class Executor:
         directions = [(k.ascending, k.nulls_first) for k in node.order]
         cols, n = exchange(side.columns, side.nrows, how, keys, self.comm, directions)
         return Side(cols, n)
+
+    def _join_exchanges(self, node: P.Join) -> None:
+        """Collective. Both hash exchanges of a join on several ranks, moved together where
+        its keys are skewed (:mod:`.skew_join`: heavy values' rows stay, the other side's
+        rows of them go to every rank), else as each exchange alone; their rows left ready
+        for the join. Nothing where the join's sides are not two hash exchanges of their
+        own or its kind must see all of the other side's rows of a key on one rank."""
+        sides = (node.left, node.right)
+        if (self.comm.Get_size() == 1 or node.null_aware or node.mark
+                or not staying_sides(node.kind)
+                or not all(isinstance(e, P.Exchange) and e.how == "hash" and e.keys
+                           and e not in self._shared for e in sides)):
+            return
+        t0 = time.perf_counter()
+        inputs: list[tuple[Side, list[Column]]] = []
+        for e in sides:  # each input computed and its keys evaluated, an error met as in
+            try:  # _moved: on every rank before the next collective
+                side, failure = self.side(e.input), None
+                keys = [evaluate(k, _batch(side)) for k in e.keys]
+            except SQLError as exc:
+                side, failure, keys = None, exc, []
+            agree(failure, self.comm)
+            inputs.append((side, keys))
+        stay = staying_sides(node.kind)
+        safe: list[bool] = []  # keys compared by IS NOT DISTINCT FROM: NULLs meet there
+        equi_keys(node, safe)
+        nulls_meet = any(safe) or len(safe) != len(node.left.keys)
+        skewed_moves = skew_exchanges([(s.columns, s.nrows, k) for s, k in inputs],
+                                      stay[0] if len(stay) == 1 else None, self.comm,
+                                      self.broadcast_rows, nulls_meet)
+        moved = skewed_moves[1] if skewed_moves is not None else \
+            [exchange(s.columns, s.nrows, "hash", k, self.comm) for s, k in inputs]
+        seconds = (time.perf_counter() - t0) / 2
+        for e, (columns, n) in zip(sides, moved, strict=True):
+            self._ready[id(e)] = Side(columns, n)
+            if self.analyze:
+                self.profile[id(e)] = (n, seconds)
 
     def _output_side(self, node: P.Output) -> Side:
         return self.side(node.input)
