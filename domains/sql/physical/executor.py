@@ -585,11 +585,9 @@ class Executor:
         safe: list[bool] = []  # keys compared by IS NOT DISTINCT FROM: NULLs meet there
         equi_keys(node, safe)
         nulls_meet = any(safe) or len(safe) != len(node.left.keys)
-        skewed_moves = skew_exchanges([(s.columns, s.nrows, k) for s, k in inputs],
-                                      stay[0] if len(stay) == 1 else None, self.comm,
-                                      self.broadcast_rows, nulls_meet)
-        moved = skewed_moves[1] if skewed_moves is not None else \
-            [exchange(s.columns, s.nrows, "hash", k, self.comm) for s, k in inputs]
+        _, moved = skew_exchanges([(s.columns, s.nrows, k) for s, k in inputs],
+                                  stay[0] if len(stay) == 1 else None, self.comm,
+                                  self.broadcast_rows, nulls_meet)
         seconds = (time.perf_counter() - t0) / 2
         for e, (columns, n) in zip(sides, moved, strict=True):
             self._ready[id(e)] = Side(columns, n)

@@ -4,18 +4,21 @@ the ranks that hold them, and the other side's rows with those values go to ever
 A hash exchange on both sides of a join sends every row of one key value to one rank. A
 value that holds a large share of one side's rows (a popular customer, a default code, NULL)
 then leaves that rank with that share of the join's work and memory, however many ranks
-run it. Before the exchanges, a sample of the staying side's keys (evenly spaced rows of
-every rank, weighted by its row count) names the *heavy* values: those holding at least
-:data:`HEAVY_SHARE` of a rank's fair share of that side's rows. Their rows stay where they
-are; the other side's rows with those values are broadcast to every rank, as long as the
-sample of that side puts the copies within the broadcast limit (a value heavy on both sides
-is hashed as before: its pairs could not be spread anyway); all other rows are hashed as
-before. Each pair of matching rows still meets on exactly one rank, the staying row's, so a
-staying row comes out once with all of its matches.
+run it. Before the exchanges, a sample of both sides' keys (evenly spaced rows of every
+rank, weighted by its row count) names the *heavy* values: those whose rows, hashed, would
+load their rank with at least :data:`HEAVY_SHARE` of a fair share more than the others
+(``share * (ranks - 1) >= HEAVY_SHARE``: half of a side's rows on 2 ranks, a quarter on 3, a
+hundred-and-twenty-sixth on 64). Their rows stay where they are; the other side's rows
+with those values are broadcast to every rank, as long as the sample of that side puts the
+copies within the broadcast limit (a value heavy on both sides is hashed as before: its
+pairs could not be spread anyway); all other rows are hashed as before. Each pair of
+matching rows still meets on exactly one rank, the staying row's, so a staying row comes
+out once with all of its matches.
 
 Where NULL keys never match (no key compared by ``IS NOT DISTINCT FROM``), a row with a NULL
-key stays too on the staying side and is dropped on the other: it meets nothing, and the
-other side's unmatched rows never come out.
+key stays where it is on both sides: it meets nothing, so no rank needs it but its own (the
+staying side's unmatched rows come out there; the other side's never come out). NULL keys
+heavy as a value would be take this path even without a heavy value.
 
 Values are compared by their key hash (the one the hash exchange partitions by): a value
 that merely shares a heavy value's hash is treated as heavy on both sides alike, which moves
@@ -36,16 +39,16 @@ import numpy as np
 from hpc.domains.sql.table import Column
 
 from hpc.backend import array_module, to_host
-from hpc.collectives import allgather_rows
+from hpc.collectives import allgather_rows, row_counts
 from hpc.shuffle import hash_partition
 
 from .columns import stack
 from .exchange import _hashed_or_gathered, exchange, key_hash
 
 __all__ = ["HEAVY_SHARE", "SAMPLES_PER_RANK", "staying_sides", "heavy_hashes",
-           "skew_exchanges"]
+           "choose_heavy", "skew_exchanges"]
 
-HEAVY_SHARE = 0.5  # a key value with half a rank's fair share of a side's rows is heavy
+HEAVY_SHARE = 0.5  # hashed, a heavy value would add half a fair share to its rank's rows
 SAMPLES_PER_RANK = 256  # key hashes each rank offers from each side
 
 
@@ -74,38 +77,48 @@ def _sample(hashes: Any, nulls: Any, n: int) -> np.ndarray:
 
 def heavy_hashes(hashes: list[Any], nulls: list[Any], rows: list[int], stay: int | None,
                  comm: Any, limit: int) -> tuple[int, np.ndarray, bool]:
-    """Collective. Which side's heavy rows stay (``stay``, or for None the side whose heavy
-    rows are more), the key hashes (uint64, sorted) whose rows stay, and whether the sample
-    met a NULL key. Heavy: values (NULL keys aside) with :data:`HEAVY_SHARE` of a rank's
-    fair share of that side's rows, the heaviest first while the other side's rows of them,
-    which every rank receives, stay within ``limit`` rows by the sample (a broadcast side's
-    limit). ``hashes``, ``nulls`` (rows whose key has a NULL, or None where NULLs meet) and
-    ``rows``: both sides' on this rank. The same answer on every rank."""
-    size = comm.Get_size()
+    """Collective. :func:`choose_heavy` over every rank's sample of both sides (``hashes``,
+    ``nulls``: rows whose key has a NULL, or None where NULLs meet, and ``rows``: both
+    sides' on this rank). The same answer on every rank."""
     mine = [_sample(hashes[s], nulls[s], rows[s]) for s in (0, 1)]
     side_of = np.concatenate([np.full(len(m), s, np.int64) for s, m in enumerate(mine)])
     every = allgather_rows(np.concatenate([np.concatenate(mine), side_of[:, None]], axis=1),
                            comm)
+    return choose_heavy(every, comm.Get_size(), stay, limit)
+
+
+def choose_heavy(every: np.ndarray, ranks: int, stay: int | None,
+                 limit: int) -> tuple[int, np.ndarray, bool]:
+    """Which side's heavy rows stay (``stay``, or for None the side whose heavy rows are
+    more), the key hashes (uint64, sorted) whose rows stay, and whether NULL keys are heavy
+    (on either side), from a sample of both sides: rows ``(key hash as int64, rows it stands
+    for as float64 bits, NULL key, side)``. A value (or NULL) is heavy where hashing would
+    load its rank with at least :data:`HEAVY_SHARE` of a fair share more than the others:
+    ``share * (ranks - 1) >= HEAVY_SHARE``. Values are kept the heaviest first while the
+    other side's rows of them, which every rank receives, stay within ``limit`` rows by the
+    sample (a broadcast side's limit)."""
     null = every[:, 2] == 1
     keys, ids = np.unique(every[:, 0], return_inverse=True)
     weights = every[:, 1].view(np.float64)
-    counts = [np.bincount(ids[(every[:, 3] == s) & ~null],
-                          weights=weights[(every[:, 3] == s) & ~null], minlength=len(keys))
-              for s in (0, 1)]
-    totals = [float(weights[every[:, 3] == s].sum()) for s in (0, 1)]
+    sides = [every[:, 3] == s for s in (0, 1)]
+    counts = [np.bincount(ids[on & ~null], weights=weights[on & ~null], minlength=len(keys))
+              for on in sides]
+    totals = [float(weights[on].sum()) for on in sides]
+    null_heavy = any(t > 0 and float(weights[on & null].sum()) / t * (ranks - 1)
+                     >= HEAVY_SHARE for on, t in zip(sides, totals, strict=True))
     best: tuple[float, int, np.ndarray] = (0.0, 0 if stay is None else stay,
                                            np.zeros(0, np.int64))
     for side in (0, 1) if stay is None else (stay,):
         if totals[side] <= 0:
             continue
         share = counts[side] / totals[side]
-        heavy = np.flatnonzero(share * size >= HEAVY_SHARE)
+        heavy = np.flatnonzero(share * (ranks - 1) >= HEAVY_SHARE)
         heavy = heavy[np.argsort(-share[heavy], kind="stable")]
         kept = heavy[np.cumsum(counts[1 - side][heavy]) <= limit]
         mass = float(counts[side][kept].sum())
         if mass > best[0]:
             best = (mass, side, kept)
-    return best[1], np.sort(keys[best[2]].view(np.uint64)), bool(null.any())
+    return best[1], np.sort(keys[best[2]].view(np.uint64)), null_heavy
 
 
 def _null_rows(keys: list[Column], n: int) -> Any:
@@ -120,47 +133,47 @@ def _null_rows(keys: list[Column], n: int) -> Any:
 
 def skew_exchanges(sides: list[tuple[dict[str, Column], int, list[Column]]],
                    stay: int | None, comm: Any, limit: int, nulls_meet: bool = True,
-                   ) -> tuple[int, list[tuple[dict[str, Column], int]]] | None:
+                   ) -> tuple[int | None, list[tuple[dict[str, Column], int]]]:
     """Collective. Both sides of a join (each ``(columns, rows, keys)`` on this rank) moved
     so that equal keys meet: the heavy values' rows of side ``stay`` (None: either, see
     :func:`heavy_hashes`) where they are, the other side's rows of them on every rank, the
     rest hashed. Where NULL keys never meet (``nulls_meet`` False: no key is ``IS NOT
-    DISTINCT FROM``), the staying side's rows with a NULL key stay too and the other side's
-    are dropped (they match nothing, and that side's unmatched rows never come out).
-    Returns the side that stayed and both sides' new columns and row counts; None where
-    there is nothing to keep (no heavy value, no NULL key seen) or a side has no column to
-    carry: the caller hashes both sides as usual. The same answer on every rank."""
-    if any(not columns for columns, _, _ in sides):
-        return None
+    DISTINCT FROM``), rows with a NULL key stay where they are on both sides (they match
+    nothing; the other side's unmatched rows never come out).
+    Returns the side that stayed, None where nothing stayed (no heavy value, NULLs not
+    heavy: both sides hashed, from the hashes the sample used), and both sides' new
+    columns and row counts. The same answer on every rank."""
+    if any(not columns for columns, _, _ in sides):  # only row counts to move
+        return None, [exchange(c, n, "hash", k, comm) for c, n, k in sides]
     hashes = [key_hash(keys) for _, _, keys in sides]
     nulls = [None if nulls_meet else _null_rows(keys, n) for _, n, keys in sides]
-    stay, heavy, null_seen = heavy_hashes(hashes, nulls, [n for _, n, _ in sides], stay,
-                                          comm, limit)
-    if not len(heavy) and not null_seen:
-        return None
+    stay, heavy, null_heavy = heavy_hashes(hashes, nulls, [n for _, n, _ in sides], stay,
+                                           comm, limit)
     size, rank = comm.Get_size(), comm.Get_rank()
-    other = 1 - stay
+    if not len(heavy) and not null_heavy:  # both hashed, as exchange() hashes them
+        dests = [hash_partition(h.view(np.int64), size) for h in hashes]
+        return None, [_hashed_or_gathered(c, n, "hash", k, comm, dest)
+                      for (c, n, k), dest in zip(sides, dests, strict=True)]
     out: list[Any] = [None, None]
-    columns, n, keys = sides[stay]
-    xp = array_module(hashes[stay])
-    hot = xp.isin(hashes[stay], xp.asarray(heavy))
-    if nulls[stay] is not None:
-        hot |= nulls[stay]
-    dest = xp.where(hot, rank, hash_partition(hashes[stay].view(np.int64), size))
-    out[stay] = _hashed_or_gathered(columns, n, "hash", keys, comm, dest)
-    # the other side: its other rows hashed, its heavy values' rows to every rank
-    columns, n, keys = sides[other]
-    xp = array_module(hashes[other])
-    hot = xp.isin(hashes[other], xp.asarray(heavy))
-    cold = ~hot if nulls[other] is None else ~hot & ~nulls[other]
-    cold_rows = xp.flatnonzero(cold)
-    spread, _ = _hashed_or_gathered({name: c.take(cold_rows) for name, c in columns.items()},
-                                    len(cold_rows), "hash", [k.take(cold_rows) for k in keys],
-                                    comm)
-    if len(heavy):  # (the same on every rank)
-        hot_rows = xp.flatnonzero(hot if nulls[other] is None else hot & ~nulls[other])
-        everyone, _ = exchange({name: c.take(hot_rows) for name, c in columns.items()},
+    hot_rows: Any = None
+    for side in (stay, 1 - stay):  # heavy (and NULL) rows to this rank, the others hashed
+        columns, n, keys = sides[side]
+        xp = array_module(hashes[side])
+        hot = xp.isin(hashes[side], xp.asarray(heavy)) if len(heavy) else xp.zeros(n, bool)
+        if side != stay:
+            hot_rows = xp.flatnonzero(hot)  # (and NULL keys, which meet nothing, stay)
+        if nulls[side] is not None:
+            hot |= nulls[side]
+        dest = xp.where(hot, rank, hash_partition(hashes[side].view(np.int64), size))
+        out[side] = _hashed_or_gathered(columns, n, "hash", keys, comm, dest)
+    if len(heavy):  # the other side's heavy rows of the other ranks too (the same on every
+        columns, n = out[1 - stay]  # rank); this rank's stayed above
+        everyone, _ = exchange({name: c.take(hot_rows) for name, c in sides[1 - stay][0].items()},
                                len(hot_rows), "broadcast", [], comm)
-        spread = {name: stack(spread[name], everyone[name]) for name in columns}
-    out[other] = (spread, len(next(iter(spread.values()))))
+        counts = row_counts(len(hot_rows), comm)
+        start, end = int(counts[:rank].sum()), int(counts[: rank + 1].sum())
+        theirs = array_module(hot_rows).asarray(
+            np.concatenate([np.arange(start), np.arange(end, int(counts.sum()))]))
+        moved = {name: stack(columns[name], everyone[name].take(theirs)) for name in columns}
+        out[1 - stay] = (moved, n + len(theirs))
     return stay, out

@@ -38,35 +38,32 @@ def test_skewed_joins_on_strict_device_arrays_under_the_cuda_simulator(tmp_path)
 
 
 def test_heavy_values_are_chosen_from_the_sample():
-    """One rank: a value with at least half a rank's fair share is heavy, the heaviest
-    first while the other side's rows of them fit the limit; NULL keys are not values;
-    an inner join keeps the side whose heavy rows are more."""
-    from hpc.domains.sql.physical.skew_join import heavy_hashes
+    """From a sample of both sides: a value heavy where hashing would load its rank with
+    half a fair share more (``share * (ranks - 1) >= 0.5``), the heaviest first while the
+    other side's rows of them fit the limit; NULL keys are not values but heavy alike; an
+    inner join keeps the side whose heavy rows are more."""
+    from hpc.domains.sql.physical.skew_join import choose_heavy
 
-    class One:  # a communicator of one rank, as the core's collectives accept it
-        def Get_size(self) -> int:  # noqa: N802
-            return 1
+    def sample(values: list[int], null: list[bool], side: int, weight: float) -> np.ndarray:
+        w = np.full(len(values), weight).view(np.int64)
+        return np.stack([np.asarray(values, np.int64), w, np.asarray(null, np.int64),
+                         np.full(len(values), side)], axis=1)
 
-        def Get_rank(self) -> int:  # noqa: N802
-            return 0
-
-    rng = np.random.default_rng(0)
-    n = 4000
-    left = rng.integers(10, 10**6, n).astype(np.uint64)
-    left[: n // 2] = 7  # half the rows: heavy at one rank (share 0.5 >= 0.5)
-    left[n // 2: n // 2 + n // 5] = 8  # a fifth: not heavy
-    right = rng.integers(10, 10**6, n).astype(np.uint64)
-    right[:30] = 7
-    nulls = np.zeros(n, bool)
-    nulls[-n // 4:] = True  # NULL keys: never heavy themselves
-    left[-n // 4:] = 9
-    side, heavy, null_seen = heavy_hashes([left, right], [nulls, None], [n, n], None, One(),
-                                          limit=100)
-    assert side == 0 and heavy.tolist() == [7] and null_seen
-    # the other side's rows of 7 (30, sampled) over the limit: nothing kept
-    side, heavy, null_seen = heavy_hashes([left, right], [None, None], [n, n], 0, One(),
-                                          limit=10)
-    assert side == 0 and heavy.size == 0 and not null_seen  # (9 now a value: a quarter)
-    # the right side staying: no value of it is heavy
-    side, heavy, _ = heavy_hashes([left, right], [None, None], [n, n], 1, One(), limit=100)
-    assert side == 1 and heavy.size == 0
+    # left: 100 rows standing for 10 each: value 7 in 55, 8 in 30, NULL in 10, others 5
+    left = sample([7] * 55 + [8] * 30 + [0] * 10 + list(range(100, 105)),
+                  [False] * 85 + [True] * 10 + [False] * 5, 0, 10.0)
+    # right: value 7 in 3 rows (30 rows in all), 8 in 40 (400), others
+    right = sample([7] * 3 + [8] * 40 + list(range(200, 257)), [False] * 100, 1, 10.0)
+    every = np.concatenate([left, right])
+    side, heavy, null_heavy = choose_heavy(every, 2, None, limit=100)
+    assert (side, heavy.tolist(), null_heavy) == (0, [7], False)  # 8: 0.3 < 0.5 on 2 ranks
+    side, heavy, null_heavy = choose_heavy(every, 3, None, limit=100)
+    assert (side, heavy.tolist(), null_heavy) == (0, [7], False)  # 8's 400 copies: too many
+    side, heavy, _ = choose_heavy(every, 3, None, limit=1000)
+    assert (side, heavy.tolist()) == (0, [7, 8])  # 0.55 and 0.3: both heavy on 3 ranks
+    side, heavy, null_heavy = choose_heavy(every, 6, None, limit=10)
+    assert (side, heavy.tolist(), null_heavy) == (0, [], True)  # 7's 30 copies > 10; NULLs
+    # the right side made to stay: 8 is 0.4 of it, heavy from 3 ranks, its 300 copies fit
+    side, heavy, _ = choose_heavy(every, 3, 1, limit=300)
+    assert (side, heavy.tolist()) == (1, [8])
+    assert choose_heavy(every, 1, None, limit=10**9)[1].size == 0  # one rank: never
