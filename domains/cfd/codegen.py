@@ -252,6 +252,57 @@ def _mrt_lines(lat: Lattice, forcing: bool, les: bool, store: Any) -> list[str]:
     return lines
 
 
+def _bgk_lines(lat: Lattice, forcing: bool, om: str, ap: str, store: Any) -> list[str]:
+    """BGK collision as ``f*_i = (1 - omega) p_i + omega f_eq_i (+ Guo's source)``, with the
+    factors shared by the populations of equal weight formed once per cell.
+
+    ``omega f_eq_i = W_w (b + 4.5 cu^2) + V_w cu`` where ``W_w = w omega rho``,
+    ``V_w = 3 w omega rho`` and ``b = 1 - 1.5 u.u``, ``cu = c_i . u``: about two thirds of
+    the operations of relaxing each population to its equilibrium written out (D2Q9: about
+    65 against 100), the same operations on every cell. ``om`` and ``ap`` name the rate and
+    ``1 - om / 2`` (per cell with the Smagorinsky closure).
+    """
+    d, q = lat.d, lat.q
+    c = [tuple(int(v) for v in row) for row in lat.c.tolist()]
+    opp = lat.opposite.tolist()
+    u = [f"u{a}" for a in range(d)]
+    weights = sorted({float(v) for v in lat.w})
+    wname = {w: k for k, w in enumerate(weights)}
+    lines = [f"keep = T(1.0) - {om}", "base = T(1.0) - T(1.5) * usq", f"orho = {om} * rho"]
+    for w, k in wname.items():
+        lines += [f"W{k} = {_num(w)} * orho", f"V{k} = {_num(3.0 * w)} * orho"]
+        if forcing:
+            lines += [f"S{k} = {ap} * {_num(w)}"]
+    done: set[int] = set()
+    for i in range(q):
+        if i in done:
+            continue
+        j = opp[i]
+        k = wname[float(lat.w[i])]
+        if i == j:  # the rest population: only the even part
+            src = f" + S{k} * (-T(3.0) * uF)" if forcing else ""
+            lines += store(i, f"keep * p{i} + W{k} * base{src}")
+            done.add(i)
+            continue
+        lines += [
+            f"cu = {_dot(c[i], u)}",
+            f"eqp = W{k} * (base + T(4.5) * cu * cu)",
+            f"eqm = V{k} * cu",
+        ]
+        ends = ("", "")
+        if forcing:
+            lines += [
+                f"cF = {_dot(c[i], [f'F{a}' for a in range(d)])}",
+                f"sp = S{k} * (T(9.0) * cu * cF - T(3.0) * uF)",
+                f"sm = S{k} * T(3.0) * cF",
+            ]
+            ends = (" + (sp + sm)", " + (sp - sm)")
+        lines += store(i, f"keep * p{i} + (eqp + eqm){ends[0]}")
+        lines += store(j, f"keep * p{j} + (eqp - eqm){ends[1]}")
+        done.update((i, j))
+    return lines
+
+
 PATTERNS = ("pull", "aa-stream", "aa-local")
 
 
@@ -339,6 +390,10 @@ def _cell_body(
         body += _mrt_lines(lat, forcing, les, store)
         out += [ind + line for line in body]
         return [indent + out[0]] + out[1:]
+    if collision == "bgk":
+        body += _bgk_lines(lat, forcing, om, ap, store)
+        out += [ind + line for line in body]
+        return [indent + out[0]] + out[1:]
     done = set()
     for i in range(q):
         if i in done:
@@ -357,19 +412,6 @@ def _cell_body(
             f"eqp = {_num(w)} * rho * (T(1.0) + T(4.5) * cu * cu - T(1.5) * usq)",
             f"eqm = {_num(w)} * rho * T(3.0) * cu",
         ]
-        if collision == "bgk":  # one rate: relax each population to eqp +- eqm directly
-            ends = (" + sp + sm", " + sp - sm") if forcing else ("", "")
-            if forcing:
-                cf = _dot(c[i], [f"F{a}" for a in range(d)])
-                body += [
-                    f"cF = {cf}",
-                    f"sp = {ap} * {_num(w)} * (T(9.0) * cu * cF - T(3.0) * uF)",
-                    f"sm = {ap} * {_num(w)} * T(3.0) * cF",
-                ]
-            body += store(i, f"p{i} - {om} * (p{i} - (eqp + eqm)){ends[0]}")
-            body += store(j, f"p{j} - {om} * (p{j} - (eqp - eqm)){ends[1]}")
-            done.update((i, j))
-            continue
         body += [
             f"fp = T(0.5) * (p{i} + p{j})",
             f"fm = T(0.5) * (p{i} - p{j})",
@@ -484,6 +526,9 @@ def kernel_source(
         if not walls:  # the row's remainder (see below)
             tail_body = _cell_body(lattice, collision, forcing, " " * 12, walls, at, pattern, les)
         consts = [f"    {k} = np.uint64({v})" for k, v in sorted(at.constants.items())]
+        # No fastmath, not even contraction into fused multiply-adds (measured 1.15x on D2Q9
+        # float64 BGK in cache, 2026-12-07): the numba.cuda kernel run by the CUDA simulator
+        # (plain IEEE operations in Python) must give bitwise the CPU kernel's results.
         jit_row = "@njit(cache=True, nogil=True, error_model='numpy')"
         row_args = f"ff, gg, flat_flags, start, stop, {scalars}"
         if walls:  # branchy cells: LLVM keeps the loop scalar, a tail would only add work
