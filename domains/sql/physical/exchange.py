@@ -194,11 +194,9 @@ def _hashed_or_gathered(columns: dict[str, Column], nrows: int, how: str, keys: 
     (:func:`_ship_raw`) and arrive raw, one entry per row, so no rank sorts them; the others
     as codes into dictionaries merged over the ranks."""
     xp = _module(columns)
-    if dest is not None:
-        pass
-    elif how == "hash" and keys:
+    if dest is None and how == "hash" and keys:
         dest = hash_partition(key_hash(keys).view(np.int64), comm.Get_size())
-    else:  # gathered on rank 0 (a hash exchange without keys: its one partition)
+    elif dest is None:  # gathered on rank 0 (a hash exchange without keys: one partition)
         dest = xp.zeros(nrows, np.int64)
     raw = _raw_anywhere(columns, comm)
     fixed = global_dictionaries({n: c for n, c in columns.items() if n not in raw}, comm)

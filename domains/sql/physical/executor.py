@@ -581,7 +581,7 @@ class Executor:
                 side, failure, keys = None, exc, []
             agree(failure, self.comm)
             inputs.append((side, keys))
-        stay = staying_sides(node.kind)
+        stay = staying_sides(node.kind)  # (one side, or both for an inner join)
         safe: list[bool] = []  # keys compared by IS NOT DISTINCT FROM: NULLs meet there
         equi_keys(node, safe)
         nulls_meet = any(safe) or len(safe) != len(node.left.keys)
