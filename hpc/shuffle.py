@@ -69,7 +69,9 @@ def shuffle(columns: dict[str, Any], dest: Any, comm: Any = None) -> dict[str, A
     columns : dict of str to array
         Equal-length 1-D arrays (NumPy or CuPy); every rank passes the same names and dtypes.
     dest : array of int
-        Destination rank of each row, in ``[0, comm.size)``.
+        Destination rank of each row, in ``[0, comm.size)``. Host destinations of an
+        unsigned type (:func:`hash_destinations`' one or two bytes a row) are read as they
+        are; others are read as int64.
     comm : MPI communicator, optional
         Default: :func:`hpc.comm.world`.
 
@@ -81,7 +83,9 @@ def shuffle(columns: dict[str, Any], dest: Any, comm: Any = None) -> dict[str, A
     comm = resolve_comm(comm)
     size = comm.Get_size()
     xp = _xp(dest)
-    dest = xp.asarray(dest).astype(xp.int64, copy=False)
+    dest = xp.asarray(dest)
+    if xp is not np or dest.dtype not in _NARROW_RANKS:  # narrow host ranks read as they are
+        dest = dest.astype(xp.int64, copy=False)
     n = int(dest.shape[0])
     problem = None
     for name, col in columns.items():
@@ -178,6 +182,15 @@ def combined_hash(keys: Any) -> Any:
     keys are equal: ``h = (h * 0x100000001B3) ^ (k * 0x9E3779B97F4A7C15)`` over the columns
     from ``h = 0`` (the hash :func:`hash_destinations` partitions by)."""
     seq = [keys] if not isinstance(keys, list | tuple) else list(keys)
+    if seq and all(isinstance(k, np.ndarray) and k.ndim == 1 and k.dtype.kind in "iu"
+                   for k in seq):  # host integers: one threaded pass, no temporaries
+        cols = _key_columns(seq)
+        out = np.empty(cols[0].shape[0], dtype=np.uint64)
+        if out.shape[0] <= _CHUNK_ROWS:
+            _combine_rows(cols, 0, out.shape[0], out)
+        else:
+            _combine_chunks(cols, _CHUNK_ROWS, out)
+        return out
     xp = _xp(seq[0]) if seq else np
     h = xp.zeros(seq[0].shape[0] if seq else 0, dtype=np.uint64)
     for k in seq:  # (64-bit keys viewed as they are, narrower ones widened)
@@ -187,7 +200,8 @@ def combined_hash(keys: Any) -> Any:
 
 
 def _key_columns(keys: Any) -> tuple[np.ndarray, ...]:
-    """Key columns as a tuple of int64 host arrays (views where they are 64-bit)."""
+    """Key columns as a tuple of read-only int64 host arrays (views where they are
+    64-bit)."""
     seq = [keys] if isinstance(keys, np.ndarray) else list(keys)
     if not seq:
         raise ValueError("keys: expected at least one key column")
@@ -200,8 +214,10 @@ def _key_columns(keys: Any) -> tuple[np.ndarray, ...]:
         if n is not None and k.shape[0] != n:
             raise ValueError(f"keys: columns of {n} and {k.shape[0]} rows")
         n = k.shape[0]
-        k = k.view(np.int64) if k.dtype.itemsize == 8 else k.astype(np.int64)
-        out.append(np.ascontiguousarray(k))
+        k = np.ascontiguousarray(k.view(np.int64) if k.dtype.itemsize == 8
+                                 else k.astype(np.int64)).view()
+        k.flags.writeable = False  # every column typed alike (read-only), as the kernels'
+        out.append(k)  # tuple must be: a read-only key (an Arrow buffer) beside a writable one
     return tuple(out)
 
 
@@ -407,6 +423,7 @@ def group_by_destination(dest: np.ndarray, nparts: int) -> tuple[np.ndarray, np.
 # within a destination (the permutation of a stable sort). Loops index by unsigned integers:
 # numba wraps a signed index that may be negative, a compare and select on every load.
 _CHUNK_ROWS = 1 << 16  # rows per chunk at least: below this one thread does the whole pass
+_NARROW_RANKS = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32))  # read as is
 _CHUNKS_PER_THREAD = 4  # some slack for threads the scheduler puts aside
 _LANES = 4  # histograms a pass counts into in turn (a power of two)
 # destinations up to this many are packed one at a time, each by a cursor kept in a
@@ -606,13 +623,33 @@ _PRIME = 0x100000001B3  # the multiplier that combines key columns' hashes (FNV'
 
 
 @njit(inline="always", cache=True)
-def _dest_of(keys, i, fib, prime, nparts):  # type: ignore[no-untyped-def]
-    # row i's destination: the keys' combined hash, hash_partition's part of it (a mask for
-    # a power of two, else a 32-bit modulo: see _hash_rows)
+def _combined_of(keys, i, fib, prime):  # type: ignore[no-untyped-def]
+    # row i's combined hash of the key columns (a tuple of int64 columns): combined_hash's
     h = np.uint64(0)
     for k in range(len(keys)):
         h = (h * prime) ^ (np.uint64(keys[k][i]) * fib)
-    top = (h * fib) >> np.uint64(32)
+    return h
+
+
+@njit(nogil=True, cache=True)
+def _combine_rows(keys, a, e, out):  # type: ignore[no-untyped-def]
+    fib, prime = np.uint64(_FIBONACCI), np.uint64(_PRIME)
+    for i in range(np.uint64(a), np.uint64(e)):
+        out[i] = _combined_of(keys, i, fib, prime)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _combine_chunks(keys, rows, out):  # type: ignore[no-untyped-def]
+    n = out.shape[0]
+    for c in prange((n + rows - 1) // rows):
+        _combine_rows(keys, c * rows, min(n, (c + 1) * rows), out)
+
+
+@njit(inline="always", cache=True)
+def _dest_of(keys, i, fib, prime, nparts):  # type: ignore[no-untyped-def]
+    # row i's destination: the keys' combined hash, hash_partition's part of it (a mask for
+    # a power of two, else a 32-bit modulo: see _hash_rows)
+    top = (_combined_of(keys, i, fib, prime) * fib) >> np.uint64(32)
     if nparts & (nparts - 1) == 0:
         return top & np.uint64(nparts - 1)
     return np.uint64(np.uint32(top) % np.uint32(nparts))

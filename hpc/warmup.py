@@ -47,14 +47,24 @@ def _core_shuffle() -> None:
     import numpy as np
 
     from .comm import self_comm
-    from .shuffle import group_by_destination, hash_partition, shuffle
+    from .shuffle import (
+        combined_hash,
+        group_by_destination,
+        hash_destinations,
+        hash_partition,
+        shuffle,
+    )
 
     for n in (1000, 300_000):  # one thread, and the chunked (threaded) passes
         keys = np.arange(n, dtype=np.int64)
         group_by_destination(hash_partition(keys, 4), 4)
+        for key_columns in ([keys], [keys, keys]):  # one and two key columns
+            combined_hash(key_columns)
+            hash_destinations(key_columns, 4)
         columns = {"i8": keys, "i4": keys.astype(np.int32), "i2": keys.astype(np.int16),
                    "b": keys % 2 == 0}
-        shuffle(columns, np.zeros(n, np.int64), self_comm())
+        for dest in (np.zeros(n, np.int64), np.zeros(n, np.uint8)):  # (narrow: hashed ranks)
+            shuffle(columns, dest, self_comm())
 
 
 CORE_TASKS: list[tuple[str, Callable[[], object]]] = [

@@ -18,6 +18,7 @@ from hpc.shuffle import (
     _group,
     _hash_histogram,
     _rows_per_chunk,
+    combined_hash,
     hash_destinations,
     hash_partition,
 )
@@ -53,6 +54,28 @@ def test_hash_destinations_match_the_closed_form(n: int, nparts: int) -> None:
         hashed = (a.view(np.uint64) * _FIB).view(np.int64)
     assert np.array_equal(hash_destinations(a, nparts)[0].astype(np.int64),
                           hash_partition(hashed, nparts))
+
+
+@pytest.mark.parametrize("n", [0, 1, 1000, 5 * _CHUNK_ROWS + 11])
+def test_combined_hash_of_host_integers_matches_the_closed_form(n: int) -> None:
+    rng = np.random.default_rng(n)
+    a = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+    kinds = [a, a.view(np.uint64), rng.integers(-128, 127, n).astype(np.int8),
+             rng.integers(0, 2**32, n).astype(np.uint32)]
+    for keys in ([kinds[0]], [kinds[1]], kinds, kinds[2:]):
+        want = np.zeros(n, np.uint64)
+        with np.errstate(over="ignore"):
+            for k in keys:
+                want = (want * _PRIME) ^ (k.astype(np.int64).view(np.uint64) * _FIB)
+        got = combined_hash(keys)
+        assert got.dtype == np.uint64 and np.array_equal(got, want)
+    assert np.array_equal(combined_hash(a), combined_hash([a]))
+    # a read-only key (an Arrow buffer's) beside a writable one hashes alike
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    mixed = [frozen, kinds[2], a]
+    assert np.array_equal(combined_hash(mixed), combined_hash([a, kinds[2], a]))
+    assert np.array_equal(hash_destinations(mixed, 3)[0], hash_destinations([a, kinds[2], a], 3)[0])
 
 
 def test_hash_destinations_refuse_bad_keys() -> None:
@@ -112,6 +135,7 @@ def _rows(rank: int, n: int) -> dict[str, np.ndarray]:
 def main() -> int:
     from hpc.domains.sql import Column
     from hpc.domains.sql.exchange import key_hash, partition_by_keys, ship
+    from hpc.domains.sql.physical.exchange import key_destinations
 
     from hpc.comm import world
     from hpc.shuffle import hash_shuffle, shuffle
@@ -136,6 +160,12 @@ def main() -> int:
     plain = shuffle(mine, dest, comm)
     for name in mine:
         assert np.array_equal(plain[name], got[name]), name
+    # the engine's destinations of its own hash exchanges, one byte a row, read as they are
+    narrow = key_destinations([cols["key"], cols["k2"]], size)
+    assert narrow.dtype == np.uint8 and np.array_equal(narrow.astype(np.int64), dest)
+    moved_narrow = shuffle(mine, narrow, comm)
+    for name in mine:
+        assert np.array_equal(moved_narrow[name], got[name]), name
     fused = partition_by_keys(cols, [cols["key"], cols["k2"]], comm)
     shipped = ship(cols, dest, comm)
     for name in cols:

@@ -26,11 +26,12 @@ from numba import njit
 
 from hpc.backend import array_module, get_backend
 from hpc.collectives import allreduce
-from hpc.shuffle import combined_hash, hash_partition, shuffle
+from hpc.shuffle import combined_hash, hash_destinations, hash_partition, shuffle
 
 from .device import running_on
 
 __all__ = ["hash_rows", "exchange", "skewed", "global_dictionaries", "key_hash",
+           "key_destinations",
            "range_destinations", "Ranks", "mark_global", "global_count_many", "agree"]
 
 _global: dict[int, Any] = {}  # id -> weak reference of dictionaries equal on every rank
@@ -101,8 +102,8 @@ def _column_hash(c: Column) -> Any:
         h = (c.values.astype(np.float64) + 0.0).view(np.uint64)  # -0.0 as 0.0
     elif c.values.dtype.kind == "b":
         h = c.values.astype(np.uint64)
-    else:
-        h = c.values.astype(np.int64).view(np.uint64)
+    else:  # (a view of 64-bit integers, not a copy)
+        h = c.values.astype(np.int64, copy=False).view(np.uint64)
     if c.valid is not None:
         h = xp.where(c.valid, h, _NULL_HASH)
     return h
@@ -113,13 +114,24 @@ def key_hash(keys: list[Column]) -> Any:
     return combined_hash([_column_hash(c) for c in keys])
 
 
+def key_destinations(keys: list[Column], ranks: int) -> Any:
+    """The rank of each row in a hash exchange over ``ranks``: ``hash_partition`` of
+    :func:`key_hash`. On the host the columns' hashes are combined, partitioned and counted
+    in one compiled pass (:func:`hpc.shuffle.hash_destinations`), and the ranks come back
+    as one or two bytes a row, which :func:`hpc.shuffle.shuffle` reads as they are."""
+    hashes = [_column_hash(c) for c in keys]
+    if all(isinstance(h, np.ndarray) for h in hashes):
+        return hash_destinations(hashes, ranks)[0]
+    return hash_partition(combined_hash(hashes).view(np.int64), ranks)
+
+
 def hash_rows(columns: dict[str, Column], keys: list[Column], comm: Any) -> dict[str, Column]:
     """Collective. Rows with equal keys meet on one rank (the hashes computed, and the rows
     sent, on the columns' device)."""
     if comm.Get_size() == 1:
         return columns
     n = len(keys[0]) if keys else 0
-    dest = hash_partition(key_hash(keys).view(np.int64), comm.Get_size()) if keys else \
+    dest = key_destinations(keys, comm.Get_size()) if keys else \
         _module(columns).zeros(n, np.int64)
     return ship(columns, dest, comm)
 
@@ -195,7 +207,7 @@ def _hashed_or_gathered(columns: dict[str, Column], nrows: int, how: str, keys: 
     as codes into dictionaries merged over the ranks."""
     xp = _module(columns)
     if dest is None and how == "hash" and keys:
-        dest = hash_partition(key_hash(keys).view(np.int64), comm.Get_size())
+        dest = key_destinations(keys, comm.Get_size())
     elif dest is None:  # gathered on rank 0 (a hash exchange without keys: one partition)
         dest = xp.zeros(nrows, np.int64)
     raw = _raw_anywhere(columns, comm)
