@@ -7,7 +7,10 @@ match count and the sum of both payloads over the matches, so each materialises 
 Ours: every rank generates its share of both sides; the exchange is planned as the SQL
 engine plans a join (:class:`hpc.domains.sql.engine.QueryOptions`): the smaller side is
 all-gathered (broadcast) when it has at most ``broadcast_rows`` rows in all, else both sides
-are hash-partitioned by key over the ranks (the all-to-all shuffle); then the local numba hash
+are hash-partitioned by key over the ranks (the all-to-all shuffle) by the engine's join
+exchanges (``physical.skew_join``: the rows of a key heavy enough to overload its rank stay
+where they are and the other side's rows of it go to every rank; ``heavy_stayed`` records
+it); then the local numba hash
 join, its table built on the smaller side as the engine does, and the payloads materialised
 as the engine's join operator materialises its sides (``physical.join._rows_of``: a side whose
 rows are all of its rows in order, as when every probe row matches one build row, is kept as
@@ -31,7 +34,8 @@ records the cores both sides' threads could use, measured with ``sched_getaffini
 ``--sweep`` adds the workload space: build sizes ``--sweep-build`` x probe sizes
 ``--sweep-probe`` (1e3 to 1e8) x key distributions ``--sweep-keys``: ``uniform`` (as above)
 and ``skewed`` (probe keys Zipf-distributed over the build keys, exponent 1.2: the hottest key
-draws about a sixth of the probe rows, and the hash shuffle sends all of them to one rank).
+draws about a sixth of the probe rows: on 2 ranks not heavy by the engine's rule, so the hash
+shuffle sends all of them to one rank; from 4 ranks it stays).
 DuckDB is the peer (polars is left out of the grid); every point checks that both computed
 the same answer. Points run smallest first; one whose tables would not fit half of the memory
 is skipped with the reason, as are those left when ``--sweep-budget`` is spent. A table line
@@ -245,8 +249,9 @@ def _cpu_point(
     import numba
     from hpc.domains.sql import Column, hash_join
     from hpc.domains.sql.engine import QueryOptions
-    from hpc.domains.sql.exchange import allgather_columns, partition_by_keys
+    from hpc.domains.sql.exchange import allgather_columns
     from hpc.domains.sql.physical.join import Side, _rows_of
+    from hpc.domains.sql.physical.skew_join import skew_exchanges
 
     rank, size = comm.Get_rank(), comm.Get_size()
     probe, build = _tables(n_probe, n_build, keys)  # the same tables on every rank
@@ -258,6 +263,7 @@ def _cpu_point(
         probe, build = {}, {}
     answer: dict[str, Any] = {}
     kept = [False]  # whether a side was kept as it is, ungathered (the last run's)
+    stayed = [False]  # whether heavy keys' rows stayed on their ranks (the last run's)
 
     if broadcast_rows is None:
         broadcast_rows = QueryOptions().broadcast_rows
@@ -269,9 +275,13 @@ def _cpu_point(
             b = allgather_columns(local_b, comm)
         elif plan == "broadcast_probe":
             p = allgather_columns(local_p, comm)
-        elif plan == "shuffle":
-            p = partition_by_keys(local_p, [local_p["k"]], comm)
-            b = partition_by_keys(local_b, [local_b["k"]], comm)
+        elif plan == "shuffle":  # the engine's join exchanges: both sides hashed, except
+            # the rows of heavy keys, which stay on their ranks (physical.skew_join)
+            sides = [(local_p, len(local_p["k"]), [local_p["k"]]),
+                     (local_b, len(local_b["k"]), [local_b["k"]])]
+            stay, ((p, _), (b, _)) = skew_exchanges(sides, None, comm, int(broadcast_rows),
+                                                    nulls_meet=False)
+            stayed[0] = stay is not None
         if len(b["k"]) <= len(p["k"]):
             left, right = hash_join(p["k"].values, b["k"].values)
         else:  # the table on the smaller side (as the engine builds it), pairs swapped back
@@ -321,6 +331,8 @@ def _cpu_point(
         "answers_agree": agree,
         # some rank kept a side's payload as it is (its rows: all of them, in order)
         "side_kept": bool(comm.allreduce(int(kept[0]), op=MPI.MAX)),
+        # the shuffle kept heavy keys' rows where they were (the engine's skewed join)
+        "heavy_stayed": stayed[0],
         "peer_cpus": comm.bcast(peer_cpus, root=0),
         "peer_threads": sorted(peer_threads),
     }

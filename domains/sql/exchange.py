@@ -43,14 +43,19 @@ def _columns(template: dict[str, Column], arrays: dict[str, np.ndarray]) -> dict
     return out
 
 
-def ship(columns: dict[str, Column], dest: np.ndarray, comm: Any) -> dict[str, Column]:
+def ship(columns: dict[str, Column], dest: np.ndarray | None, comm: Any,
+         hashes: list[Any] | None = None) -> dict[str, Column]:
     """Collective. Send row ``i`` of every column to rank ``dest[i]`` (see
-    :func:`hpc.shuffle.shuffle`); kinds and dictionaries are kept."""
+    :func:`hpc.shuffle.shuffle`); kinds and dictionaries are kept. With ``hashes`` (integer
+    key hashes, one array per key column) instead of ``dest``, to the rank
+    ``hash_partition(combined_hash(hashes))``: :func:`hpc.shuffle.hash_shuffle` hashes,
+    picks and counts the ranks in one pass."""
     if comm.Get_size() == 1:
         return columns
     columns = settle_columns(columns, comm)
-    masked = _with_masks(columns, comm)
-    return _columns(columns, shuffle(_arrays(columns, masked), dest, comm))
+    arrays = _arrays(columns, _with_masks(columns, comm))
+    return _columns(columns, shuffle(arrays, dest, comm) if hashes is None
+                    else hash_shuffle(arrays, hashes, comm))
 
 
 def allgather_columns(columns: dict[str, Column], comm: Any) -> dict[str, Column]:

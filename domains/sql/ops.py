@@ -60,6 +60,11 @@ def _join_cpu(xp: Any, probe: Any, build: Any, how: str = "inner", probe_valid: 
     return join.hash_join(probe, build, how, probe_valid, build_valid)
 
 
+@OPS.cpu("member")
+def _member_cpu(xp: Any, values: Any, members: Any) -> Any:
+    return join.matched(values, members)  # hashed: one pass however many members
+
+
 @OPS.cpu("group_ids")
 def _group_ids_cpu(xp: Any, keys: Any) -> tuple[Any, int, Any]:
     return aggregate.group_ids(keys)
@@ -78,6 +83,11 @@ def _join_gpu(xp: Any, probe: Any, build: Any, how: str = "inner", probe_valid: 
     from . import gpu_ops
 
     return gpu_ops.hash_join(xp, probe, build, how, probe_valid, build_valid)
+
+
+@OPS.gpu("member")
+def _member_gpu(xp: Any, values: Any, members: Any) -> Any:
+    return xp.isin(values, xp.asarray(members))
 
 
 @OPS.gpu("group_ids")

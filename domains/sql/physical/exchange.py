@@ -130,10 +130,10 @@ def hash_rows(columns: dict[str, Column], keys: list[Column], comm: Any) -> dict
     sent, on the columns' device)."""
     if comm.Get_size() == 1:
         return columns
-    n = len(keys[0]) if keys else 0
-    dest = key_destinations(keys, comm.Get_size()) if keys else \
-        _module(columns).zeros(n, np.int64)
-    return ship(columns, dest, comm)
+    if not keys:  # one partition
+        return ship(columns, _module(columns).zeros(len(next(iter(columns.values()), [])),
+                                                    np.int64), comm)
+    return ship(columns, None, comm, [_column_hash(c) for c in keys])
 
 
 def _module(columns: dict[str, Column]) -> Any:
@@ -206,17 +206,20 @@ def _hashed_or_gathered(columns: dict[str, Column], nrows: int, how: str, keys: 
     (:func:`_ship_raw`) and arrive raw, one entry per row, so no rank sorts them; the others
     as codes into dictionaries merged over the ranks."""
     xp = _module(columns)
-    if dest is None and how == "hash" and keys:
+    raw = _raw_anywhere(columns, comm)
+    hashes = None
+    if dest is None and how == "hash" and keys and not raw:  # hashed in the shuffle's pass
+        hashes = [_column_hash(c) for c in keys]
+    elif dest is None and how == "hash" and keys:  # (raw strings follow the same ranks)
         dest = key_destinations(keys, comm.Get_size())
     elif dest is None:  # gathered on rank 0 (a hash exchange without keys: one partition)
         dest = xp.zeros(nrows, np.int64)
-    raw = _raw_anywhere(columns, comm)
     fixed = global_dictionaries({n: c for n, c in columns.items() if n not in raw}, comm)
     for name in _with_masks(raw, comm):  # validity where some rank has one, shipped with
         c = raw[name]  # the fixed-width columns
         fixed["\0valid:" + name] = Column(xp.ones(len(c), bool) if c.valid is None
                                           else c.valid, "bool")
-    moved = ship(fixed, dest, comm) if fixed else {}
+    moved = ship(fixed, dest, comm, hashes) if fixed else {}
     strings_moved = _ship_raw(raw, dest, comm)
     out = {}
     for name in columns:

@@ -43,6 +43,7 @@ from hpc.collectives import allgather_rows, row_counts
 from hpc.shuffle import hash_partition
 
 from .columns import stack
+from .device import kernels
 from .exchange import _hashed_or_gathered, exchange, key_hash
 
 __all__ = ["HEAVY_SHARE", "SAMPLES_PER_RANK", "staying_sides", "heavy_hashes",
@@ -61,26 +62,33 @@ def staying_sides(kind: str) -> tuple[int, ...]:
     return SIDES.get(kind, ())
 
 
-def _sample(hashes: Any, nulls: Any, n: int) -> np.ndarray:
+def _picks(n: int) -> np.ndarray:
+    """This rank's sample rows: evenly spaced, at most :data:`SAMPLES_PER_RANK`."""
+    return np.unique(np.linspace(0, n - 1, min(n, SAMPLES_PER_RANK)).astype(np.int64)) \
+        if n else np.zeros(0, np.int64)
+
+
+def _sample(keys: list[Column], n: int, nulls_meet: bool) -> np.ndarray:
     """Evenly spaced rows of this rank: ``(key hash as int64, rows it stands for as float64
-    bits, NULL key)`` per row."""
-    if not n:
+    bits, NULL key)`` per row (the keys hashed at those rows only)."""
+    picks = _picks(n)
+    if not len(picks):
         return np.zeros((0, 3), np.int64)
-    picks = np.unique(np.linspace(0, n - 1, min(n, SAMPLES_PER_RANK)).astype(np.int64))
-    at = array_module(hashes).asarray(picks)
-    values = to_host(hashes[at]).view(np.int64)
-    null = to_host(nulls[at]).astype(np.int64) if nulls is not None else \
-        np.zeros(len(picks), np.int64)
+    at = array_module(keys[0].values).asarray(picks)
+    sampled = [k.gather(at) for k in keys]
+    values = to_host(key_hash(sampled)).view(np.int64)
+    null = np.zeros(len(picks), np.int64) if nulls_meet else \
+        to_host(_null_rows(sampled, len(picks))).astype(np.int64)
     weights = np.full(len(picks), n / len(picks))
     return np.stack([values, weights.view(np.int64), null], axis=1)
 
 
-def heavy_hashes(hashes: list[Any], nulls: list[Any], rows: list[int], stay: int | None,
-                 comm: Any, limit: int) -> tuple[int, np.ndarray, bool]:
-    """Collective. :func:`choose_heavy` over every rank's sample of both sides (``hashes``,
-    ``nulls``: rows whose key has a NULL, or None where NULLs meet, and ``rows``: both
-    sides' on this rank). The same answer on every rank."""
-    mine = [_sample(hashes[s], nulls[s], rows[s]) for s in (0, 1)]
+def heavy_hashes(keys: list[list[Column]], rows: list[int], stay: int | None, comm: Any,
+                 limit: int, nulls_meet: bool = True) -> tuple[int, np.ndarray, bool]:
+    """Collective. :func:`choose_heavy` over every rank's sample of both sides (``keys``
+    and ``rows``: both sides' on this rank; ``nulls_meet``: whether NULL keys meet, else
+    rows with a NULL key are counted apart). The same answer on every rank."""
+    mine = [_sample(keys[s], rows[s], nulls_meet) for s in (0, 1)]
     side_of = np.concatenate([np.full(len(m), s, np.int64) for s, m in enumerate(mine)])
     every = allgather_rows(np.concatenate([np.concatenate(mine), side_of[:, None]], axis=1),
                            comm)
@@ -141,25 +149,26 @@ def skew_exchanges(sides: list[tuple[dict[str, Column], int, list[Column]]],
     DISTINCT FROM``), rows with a NULL key stay where they are on both sides (they match
     nothing; the other side's unmatched rows never come out).
     Returns the side that stayed, None where nothing stayed (no heavy value, NULLs not
-    heavy: both sides hashed, from the hashes the sample used), and both sides' new
-    columns and row counts. The same answer on every rank."""
+    heavy: both sides hashed as :func:`.exchange.exchange` hashes them; the sample hashed
+    only its own rows), and both sides' new columns and row counts. The same answer on
+    every rank."""
     if any(not columns for columns, _, _ in sides):  # only row counts to move
         return None, [exchange(c, n, "hash", k, comm) for c, n, k in sides]
+    stay, heavy, null_heavy = heavy_hashes([k for _, _, k in sides], [n for _, n, _ in sides],
+                                           stay, comm, limit, nulls_meet)
+    if not len(heavy) and not null_heavy:  # both hashed, as exchange() hashes them
+        return None, [_hashed_or_gathered(c, n, "hash", k, comm) for c, n, k in sides]
+    size, rank = comm.Get_size(), comm.Get_rank()
     hashes = [key_hash(keys) for _, _, keys in sides]
     nulls = [None if nulls_meet else _null_rows(keys, n) for _, n, keys in sides]
-    stay, heavy, null_heavy = heavy_hashes(hashes, nulls, [n for _, n, _ in sides], stay,
-                                           comm, limit)
-    size, rank = comm.Get_size(), comm.Get_rank()
-    if not len(heavy) and not null_heavy:  # both hashed, as exchange() hashes them
-        dests = [hash_partition(h.view(np.int64), size) for h in hashes]
-        return None, [_hashed_or_gathered(c, n, "hash", k, comm, dest)
-                      for (c, n, k), dest in zip(sides, dests, strict=True)]
     out: list[Any] = [None, None]
     hot_rows: Any = None
     for side in (stay, 1 - stay):  # heavy (and NULL) rows to this rank, the others hashed
         columns, n, keys = sides[side]
         xp = array_module(hashes[side])
-        hot = xp.isin(hashes[side], xp.asarray(heavy)) if len(heavy) else xp.zeros(n, bool)
+        # (NumPy's isin makes a pass per value up to about a hundred values, then sorts)
+        hot = kernels().member(xp, hashes[side].view(np.int64), heavy.view(np.int64)) \
+            if len(heavy) else xp.zeros(n, bool)
         if side != stay:
             hot_rows = xp.flatnonzero(hot)  # (and NULL keys, which meet nothing, stay)
         if nulls[side] is not None:
