@@ -6,7 +6,8 @@ half find a match) with an int64 payload. Every contender computes the same answ
 match count and the sum of both payloads over the matches, so each materialises the join.
 Ours: every rank generates its share of both sides; the exchange is planned as the SQL
 engine plans a join (:class:`hpc.domains.sql.engine.QueryOptions`): the smaller side is
-all-gathered (broadcast) when it has at most ``broadcast_rows`` rows in all, else both sides
+all-gathered (broadcast) when it has at most ``broadcast_rows`` rows in all or a quarter of
+the other side's, and sends the other ranks at most twice the other side's bytes, else both sides
 are hash-partitioned by key over the ranks (the all-to-all shuffle) by the engine's join
 exchanges (``physical.skew_join``: the rows of a key heavy enough to overload its rank stay
 where they are and the other side's rows of it go to every rank; ``heavy_stayed`` records
@@ -226,12 +227,23 @@ def _run_gpu(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _exchange_plan(n_probe: int, n_build: int, broadcast_rows: int, size: int) -> str:
-    """How the engine moves a join's rows: ``broadcast_build`` / ``broadcast_probe`` (the
-    smaller side all-gathered when it has at most ``broadcast_rows`` rows), else ``shuffle``."""
+    """How the engine moves an inner join's rows (the planner's rule with both sides' sizes
+    known, 16 bytes a row each: :func:`~hpc.domains.sql.optimizer.distribute.
+    broadcast_beats_hashing`): ``broadcast_probe`` (the probe side all-gathered, where it is
+    the smaller), ``broadcast_build``, else ``shuffle``."""
+    from hpc.domains.sql.optimizer.distribute import broadcast_beats_hashing
+
     if size == 1:
         return "local"
-    if min(n_probe, n_build) <= broadcast_rows:
-        return "broadcast_build" if n_build <= n_probe else "broadcast_probe"
+
+    def small(rows: int, others: int) -> bool:
+        return broadcast_beats_hashing(rows, others, size, broadcast_rows, 16 * rows,
+                                       16 * others)
+
+    if n_probe < n_build and small(n_probe, n_build):
+        return "broadcast_probe"
+    if small(n_build, n_probe):
+        return "broadcast_build"
     return "shuffle"
 
 

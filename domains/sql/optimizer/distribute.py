@@ -30,7 +30,7 @@ from hpc.domains.sql.logical.partial import COMBINING, combines
 
 from .cardinality import Cardinality
 
-__all__ = ["distribute", "estimate", "equi_keys", "BROADCAST_ROWS"]
+__all__ = ["distribute", "estimate", "equi_keys", "broadcast_beats_hashing", "BROADCAST_ROWS"]
 
 BROADCAST_ROWS = 100_000  # a join side estimated at most this many rows is broadcast
 
@@ -94,6 +94,22 @@ def equi_keys(join: P.Join, null_safe: list[bool] | None = None
     return lk, rk, rest
 
 
+def broadcast_beats_hashing(rows: float, others: float, ranks: int, limit: int,
+                            sent: float | None = None, kept: float | None = None) -> bool:
+    """Whether a join side of ``rows`` rows (``sent`` bytes) is better broadcast than hash
+    partitioned with the other side (``others`` rows, ``kept`` bytes) over ``ranks``: at
+    most ``limit`` rows or a quarter of the other side's rows (or, with the bytes known,
+    bytes), and, with the bytes known, the bytes it sends to the other ranks at most twice
+    the other side's. ``limit`` 0 never broadcasts."""
+    if limit <= 0:
+        return False
+    if sent is None or kept is None:
+        return rows <= limit or rows * 4 <= others
+    if not (rows <= limit or rows * 4 <= others or sent * 4 <= kept):
+        return False
+    return sent * (ranks - 1) <= 2 * kept
+
+
 class _Sizes:
     """How many rows nodes are expected to produce, and whether a join side is worth
     broadcasting.
@@ -116,15 +132,11 @@ class _Sizes:
 
     def small(self, side: P.Node, other: P.Node) -> bool:
         """Whether broadcasting ``side`` beats partitioning both sides."""
-        if self.limit <= 0:
-            return False
         rows, others = self.rows(side), self.rows(other)
         if self.cards is None:
-            return rows <= self.limit or rows * 4 <= others
-        sent, kept = self.cards.bytes(side), self.cards.bytes(other)
-        if not (rows <= self.limit or rows * 4 <= others or sent * 4 <= kept):
-            return False
-        return sent * (self.ranks - 1) <= 2 * kept
+            return broadcast_beats_hashing(rows, others, self.ranks, self.limit)
+        return broadcast_beats_hashing(rows, others, self.ranks, self.limit,
+                                       self.cards.bytes(side), self.cards.bytes(other))
 
     def smaller(self, side: P.Node, other: P.Node) -> bool:
         if self.cards is None:
