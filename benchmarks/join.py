@@ -408,7 +408,8 @@ def _sweep(args: argparse.Namespace) -> dict[str, Any]:
     rated = [{**p, "ratio": {"duckdb": p["ratio"]}} for p in points if "ratio" in p]
     worst = worst_point(
         rated, "duckdb",
-        ("keys", "build", "probe", "exchange", "size", "answers_agree", "side_kept"),
+        ("keys", "build", "probe", "exchange", "size", "answers_agree", "side_kept",
+         "heavy_stayed"),
     )
     return {"points": points, "worst": worst, "seconds": time.perf_counter() - start}
 
@@ -447,6 +448,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ratio": head["ratio"],
         "limits": {"answers_agree": head["answers_agree"]},
         "side_kept": head["side_kept"],
+        "heavy_stayed": head["heavy_stayed"],
     }
     if getattr(args, "sweep", False):
         sweep = _sweep(args)
