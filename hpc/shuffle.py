@@ -117,20 +117,27 @@ def hash_destinations(keys: Any, nparts: int) -> tuple[np.ndarray, np.ndarray]:
     Parameters
     ----------
     keys : array or sequence of arrays of int
-        One or more equal-length 1-D integer key columns (host memory; compared as int64).
+        One or more equal-length 1-D integer key columns (compared as int64). Host keys
+        take the compiled pass; device (CuPy) keys the array module's operations.
     nparts : int
         Number of destinations.
 
     Returns
     -------
-    dest : numpy.ndarray of uint8, uint16 or uint32
+    dest : array of uint8, uint16 or uint32
         ``hash_partition(h.view(np.int64), nparts)`` for the keys' combined hash ``h``
         (``h = (h * 0x100000001B3) ^ (k * 0x9E3779B97F4A7C15)`` over the columns from
         ``h = 0``, unsigned 64-bit arithmetic), in the narrowest unsigned type that holds
-        ``nparts - 1``.
+        ``nparts - 1``; on the keys' device.
     counts : numpy.ndarray of int64
         Rows per destination.
     """
+    seq = [keys] if not isinstance(keys, list | tuple) else list(keys)
+    if any(_xp(k) is not np for k in seq):  # device keys: the same ranks, by the module
+        xp = _xp(seq[0])
+        dest = hash_partition(combined_hash(seq).view(np.int64), nparts)
+        counts = np.asarray(_host(xp.bincount(dest, minlength=nparts)), dtype=np.int64)
+        return dest.astype(_narrow_rank_type(nparts)), counts
     cols = _key_columns(keys)
     dest, counts = _hash_histogram(cols, nparts)
     return dest, counts.sum(axis=0)
@@ -221,14 +228,18 @@ def _key_columns(keys: Any) -> tuple[np.ndarray, ...]:
     return tuple(out)
 
 
+def _narrow_rank_type(nparts: int) -> type:
+    """The narrowest unsigned type that holds ``nparts - 1``."""
+    return np.uint8 if nparts <= 1 << 8 else np.uint16 if nparts <= 1 << 16 else np.uint32
+
+
 def _hash_histogram(cols: tuple[np.ndarray, ...], nparts: int) -> tuple[np.ndarray, np.ndarray]:
     """Destinations (narrow unsigned) and rows per (chunk, destination), as :func:`_histogram`
     lays them out."""
     if nparts < 1 or nparts >= 1 << 32:
         raise ValueError(f"nparts={nparts}: expected 1 .. 2**32 - 1")
     n = cols[0].shape[0] if cols else 0
-    width = np.uint8 if nparts <= 1 << 8 else np.uint16 if nparts <= 1 << 16 else np.uint32
-    dest = np.empty(n, dtype=width)
+    dest = np.empty(n, dtype=_narrow_rank_type(nparts))
     chunks, rows = _chunking(n, nparts)
     counts = np.zeros((chunks, nparts), dtype=np.int64)
     if chunks == 1:

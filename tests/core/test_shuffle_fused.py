@@ -78,6 +78,21 @@ def test_combined_hash_of_host_integers_matches_the_closed_form(n: int) -> None:
     assert np.array_equal(hash_destinations(mixed, 3)[0], hash_destinations([a, kinds[2], a], 3)[0])
 
 
+def test_hash_destinations_of_device_keys_equal_the_host_pass() -> None:
+    """Device keys (strict stand-ins for CuPy arrays) get the host pass's ranks, on the
+    device, and the same counts."""
+    from hpc.testing.device import is_strict_device_array, xp
+
+    rng = np.random.default_rng(7)
+    a = rng.integers(-(2**62), 2**62, 5000)
+    b = rng.integers(0, 9, 5000).astype(np.int32)
+    for nparts in (1, 3, 300):
+        want, want_counts = hash_destinations([a, b], nparts)
+        dest, counts = hash_destinations([xp.asarray(a), xp.asarray(b)], nparts)
+        assert is_strict_device_array(dest) and dest.dtype == want.dtype
+        assert np.array_equal(dest.get(), want) and np.array_equal(counts, want_counts)
+
+
 def test_hash_destinations_refuse_bad_keys() -> None:
     with pytest.raises(ValueError):
         hash_destinations([np.zeros(3, np.int64), np.zeros(4, np.int64)], 2)

@@ -26,11 +26,11 @@ from numba import njit
 
 from hpc.backend import array_module, get_backend
 from hpc.collectives import allreduce
-from hpc.shuffle import combined_hash, hash_destinations, hash_partition, shuffle
+from hpc.shuffle import combined_hash, hash_destinations, shuffle
 
 from .device import running_on
 
-__all__ = ["hash_rows", "exchange", "skewed", "global_dictionaries", "key_hash",
+__all__ = ["exchange", "skewed", "global_dictionaries", "key_hash",
            "key_destinations",
            "range_destinations", "Ranks", "mark_global", "global_count_many", "agree"]
 
@@ -116,24 +116,10 @@ def key_hash(keys: list[Column]) -> Any:
 
 def key_destinations(keys: list[Column], ranks: int) -> Any:
     """The rank of each row in a hash exchange over ``ranks``: ``hash_partition`` of
-    :func:`key_hash`. On the host the columns' hashes are combined, partitioned and counted
-    in one compiled pass (:func:`hpc.shuffle.hash_destinations`), and the ranks come back
-    as one or two bytes a row, which :func:`hpc.shuffle.shuffle` reads as they are."""
-    hashes = [_column_hash(c) for c in keys]
-    if all(isinstance(h, np.ndarray) for h in hashes):
-        return hash_destinations(hashes, ranks)[0]
-    return hash_partition(combined_hash(hashes).view(np.int64), ranks)
-
-
-def hash_rows(columns: dict[str, Column], keys: list[Column], comm: Any) -> dict[str, Column]:
-    """Collective. Rows with equal keys meet on one rank (the hashes computed, and the rows
-    sent, on the columns' device)."""
-    if comm.Get_size() == 1:
-        return columns
-    if not keys:  # one partition
-        return ship(columns, _module(columns).zeros(len(next(iter(columns.values()), [])),
-                                                    np.int64), comm)
-    return ship(columns, None, comm, [_column_hash(c) for c in keys])
+    :func:`key_hash`, the columns' hashes combined, partitioned and counted in one compiled
+    pass on the host (:func:`hpc.shuffle.hash_destinations`); the ranks come back as one or
+    two bytes a row, which :func:`hpc.shuffle.shuffle` reads as they are."""
+    return hash_destinations([_column_hash(c) for c in keys], ranks)[0]
 
 
 def _module(columns: dict[str, Column]) -> Any:
