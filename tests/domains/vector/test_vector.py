@@ -474,9 +474,10 @@ def test_ivf_grouped_list_gemm_equals_per_query_scan(monkeypatch):
         index.train(x)
         index.add(x)
         for params in ({"nprobe": 3}, {"nprobe": 5, "filter": allow}):
-            monkeypatch.setattr(ivf_module, "GEMM_MIN_PAIRS_PER_LIST", 1)
+            monkeypatch.setattr(ivf_module, "gemm_min_pairs_per_list", lambda dim: 0.0)
             d1, i1 = index.search(q, 10, **params)
-            monkeypatch.setattr(ivf_module, "GEMM_MIN_PAIRS_PER_LIST", 10**9)
+            monkeypatch.setattr(ivf_module, "gemm_min_pairs_per_list", lambda dim: float("inf"))
             d0, i0 = index.search(q, 10, **params)
             np.testing.assert_allclose(d1, d0, rtol=1e-5, atol=1e-5)
             assert (i1 == i0).mean() > 0.999  # float32 GEMM rounding at near-ties aside
+

@@ -339,19 +339,62 @@ def test_bench_knn_sweep_reports_every_point_and_the_worst(capsys):
 
 def test_bench_knn_qps_at_equal_recall_interpolates_time_per_query(monkeypatch):
     """The QPS at the target recall: time per query linear in recall between the last grid
-    point below the target and the first reaching it (QPS per nprobe given, not timed)."""
+    point below the target and the first reaching it, for each side (QPS per nprobe given,
+    not timed; the two sides' points timed in one call)."""
     from hpc.benchmarks import knn
 
     rng = np.random.default_rng()
-    qps = {p: float(v) for p, v in zip((2, 4, 8), rng.uniform(100, 5000, 3), strict=True)}
-    monkeypatch.setattr(knn, "_qps", lambda search, xq: qps[search(xq)])
+    qps = {p: float(v) for p, v in zip((2, 4, 8, 16), rng.uniform(100, 5000, 4), strict=True)}
+    calls = []
+
+    def timed(runs, nq):
+        calls.append(len(runs))
+        return [qps[search(pool)] for search, pool in runs]
+
+    monkeypatch.setattr(knn, "_qps", timed)
     search = lambda q, p: p  # noqa: E731 - the "search" tells which nprobe was timed
     lo, hi = sorted(rng.uniform(0.5, 0.99, 2))
     target = lo + rng.uniform(0, 1) * (hi - lo)
-    grid, eq = knn._qps_at_recall(search, None, [(2, lo - 0.1), (4, lo), (8, hi)], target)
+    sides = [(search, None, [(2, lo - 0.1), (4, lo), (8, hi)]), (search, None, [(16, 0.99)])]
+    (grid, eq), other = knn._qps_at_recall(sides, 1, target)
+    assert calls == [3]  # both sides' points in turns: hi and lo of one, hi of the other
     w = (target - lo) / (hi - lo)
     assert grid == qps[8]
     np.testing.assert_allclose(1 / eq, (1 - w) / qps[4] + w / qps[8], rtol=1e-12)
     # reached at the first grid point, or never: the QPS there
-    assert knn._qps_at_recall(search, None, [(2, 0.97)], 0.95) == (qps[2], qps[2])
-    assert knn._qps_at_recall(search, None, [(2, 0.5), (4, 0.6)], 0.95) == (qps[4], qps[4])
+    assert other == (qps[16], qps[16])
+    assert knn._qps_at_recall([(search, None, [(2, 0.97)])], 1, 0.95) == [(qps[2], qps[2])]
+    never = [(search, None, [(2, 0.5), (4, 0.6)])]
+    assert knn._qps_at_recall(never, 1, 0.95) == [(qps[4], qps[4])]
+
+
+@pytest.mark.parametrize("nq", [1, 3, 7, 50])
+def test_bench_knn_qps_streams_distinct_batches_in_turns(nq):
+    """``_qps`` times streams of distinct queries in turns: successive calls of a run take
+    successive batches of ``nq`` rows of its pool, wrapping round, each of exactly ``nq``
+    rows (one batch repeated keeps its lists in cache: a case no user's stream has), and
+    the runs' windows alternate (each run timed across the same moments)."""
+    from hpc.benchmarks import knn
+
+    pools = [np.arange(20, dtype=np.float32)[:, None], np.arange(9, dtype=np.float32)[:, None]]
+    seen: list[list[np.ndarray]] = [[], []]
+    order: list[int] = []
+
+    def run(r):
+        def search(q):
+            seen[r].append(q[:, 0].astype(int))
+            if not order or order[-1] != r:
+                order.append(r)
+
+        return search
+
+    qps = knn._qps([(run(0), pools[0]), (run(1), pools[1])], nq, seconds=0.003)
+    assert len(qps) == 2 and all(v > 0 for v in qps)
+    assert order[:4] == [0, 1, 0, 1]  # warm-up call of each, then windows in turns
+    for r, pool in enumerate(pools):
+        size = min(nq, pool.shape[0])
+        batches = pool.shape[0] // size
+        assert len(seen[r]) >= 2
+        for turn, rows in enumerate(seen[r]):
+            first = (turn % batches) * size
+            np.testing.assert_array_equal(rows, np.arange(first, first + size))
