@@ -24,8 +24,9 @@ d = 25, 50, 128, 384, 960 with n from 1e6 down to 1e5), query counts 1 to 1e4, k
 100, every case; IVF-PQ with sub-quantizers of 2 to 8 dimensions dividing d (``_pq_m``),
 the same on both sides. For each point both libraries walk a fine nprobe grid
 (``--sweep-nprobe``) to the smallest nprobe reaching the target recall (measured on up to
-1000 queries); QPS is timed on ``nq`` queries there and at the grid point before it (the
-best of three short windows, ``_qps``), and the time per query is interpolated to the
+1000 queries); QPS is timed on a stream of distinct batches of ``nq`` queries there and
+at the grid point before it (the best of three short windows, both libraries' windows in
+turns, ``_qps``), and the time per query is interpolated to the
 target recall itself, so ``ratio`` compares the two at equal recall (``ratio_grid``: at
 each side's grid point, whose recalls differ). A table line (ours, FAISS, ratio, load) is
 printed; the JSON gets every point (``sweep``, each with the 1-minute load average when it
