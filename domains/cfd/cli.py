@@ -358,6 +358,8 @@ def _check_options(args: argparse.Namespace) -> None:
 def _run_case(args: argparse.Namespace) -> int:
     from hpc.io import Checkpoint
 
+    from hpc.journal import remove_stale_temporaries
+
     try:
         _check_options(args)
     except UsageError as exc:  # every rank parses the same command line
@@ -387,6 +389,10 @@ def _run_case(args: argparse.Namespace) -> int:
             solver.restore(state.arrays, state.step)
             if rank0:
                 print(f"restarted from step {state.step} ({state.path})", flush=True)
+            if args.journal is not None and args.out and rank0:
+                # what a killed run of this journal was writing: the output is written anew
+                # (no other process writes it: the journal is this job's)
+                remove_stale_temporaries(args.out)
     job = Job(args, comm, unit="steps", total=max(0, args.steps - solver.steps_done),
               backend=solver.backend.name, journal=False, desc=args.case)
     with job:
