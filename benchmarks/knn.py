@@ -235,12 +235,12 @@ def _qps(
     process was descheduled says how busy the machine was, not how fast the search is
     (repeated runs at load 6 to 16 moved single points by 2 to 3x)."""
     turns = [0] * len(runs)
+    sizes = [max(1, min(nq, pool.shape[0])) for _, pool in runs]  # a batch of each run
 
     def call(r: int) -> None:
         search, pool = runs[r]
-        size = max(1, min(nq, pool.shape[0]))
-        first = (turns[r] % max(1, pool.shape[0] // size)) * size
-        search(pool[first : first + size])
+        first = (turns[r] % max(1, pool.shape[0] // sizes[r])) * sizes[r]
+        search(pool[first : first + sizes[r]])
         turns[r] += 1
 
     for r in range(len(runs)):
@@ -256,7 +256,7 @@ def _qps(
                 elapsed = time.perf_counter() - t0
                 if elapsed >= seconds / windows:
                     break
-            best[r] = max(best[r], calls * max(1, min(nq, runs[r][1].shape[0])) / elapsed)
+            best[r] = max(best[r], calls * sizes[r] / elapsed)
         if time.perf_counter() - begin >= 2 * seconds * len(runs):
             break
     return best
