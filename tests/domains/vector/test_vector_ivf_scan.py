@@ -85,7 +85,9 @@ def scan_case(draw: st.DrawFn) -> dict:
         sizes = (300 / np.arange(1, nlist + 1) ** 1.5).astype(np.int64) * rng.integers(0, 2, nlist)
     else:
         sizes = rng.integers(0, 3, size=nlist)
-        sizes[rng.integers(nlist)] = 500
+        # one list of one or more scan blocks, full or not (K.SCAN_BLOCK rows a block)
+        b = K.SCAN_BLOCK
+        sizes[rng.integers(nlist)] = rng.choice([b - 1, b, 2 * b + 1, 500])
     sizes = rng.permutation(sizes)
     dim = draw(st.sampled_from([1, 3, 8, 25, 50]))
     nq = draw(st.integers(1, 60))
@@ -175,8 +177,8 @@ def test_group_pairs_puts_every_query_nearest_list_first():
 def test_fused_search_equals_numpy_brute_force(case, k_out, parallel, long_rows):
     """``search_lists`` (and its serial twin, and ``coarse_lists``) against NumPy in float64:
     the nprobe best lists by (score, list), then the k best rows of those by (distance, id),
-    on integer-valued vectors (exact in float32, so ids and distances must match); rows
-    scored four at a time (short) and one at a time (``long_rows``)."""
+    on integer-valued vectors (exact in float32, so ids and distances must match); short
+    and long rows (``long_rows``), lists of one or several scan blocks."""
     rng = np.random.default_rng(case["seed"])
     sizes, dim, nq = case["sizes"], long_rows or case["dim"], min(case["nq"], 12)
     n, nlist = int(sizes.sum()), sizes.shape[0]
