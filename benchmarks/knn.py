@@ -228,8 +228,8 @@ def _qps(
     again and again: a user's stream of queries finds the lists it probes wherever the
     previous queries left them, and one query repeated keeps its own lists in cache (a
     one-query IVF-Flat search at d = 128 and nprobe 16 reads 9 MB of rows: repeated, both
-    libraries ran about 22 ns a row; over a stream of distinct queries at nprobe 20, 31-33
-    (ours) and 25-27 (FAISS)).
+    libraries ran about 22 ns a row; over a stream of distinct queries at nprobe 20, FAISS
+    25-27 and ours 18-20, since its scan loop holds the dot products alone).
 
     The best window, not the mean: on cores other processes share, a window in which this
     process was descheduled says how busy the machine was, not how fast the search is
