@@ -23,9 +23,11 @@ from typing import Any
 
 from .excepthook import install_excepthook
 from .lazy import lazy_exports
+from .optlevel import prefer_full_optimisation
 from .threads import load_tbb
 
 install_excepthook()
+prefer_full_optimisation()  # before numba builds its code generator: see hpc.optlevel
 load_tbb()  # numba's parallel kernels on work-stealing threads where TBB is installed
 
 # name -> submodule defining it; imported when the name is first read
