@@ -24,9 +24,8 @@ The CPU modules import ``prange``. A template's own module may hold placeholders
 (``prange = range``, ``cuda = None``): importing it then needs neither numba nor a GPU.
 
 What invalidates a generated kernel: any change of its text (the templates' source, the values
-bound, the target), of the source file of a project module it imports a helper from, of the
-numba version or of numba's optimisation level (:mod:`hpc.optlevel`; all part of the hash);
-numba itself keys its cache on the CPU. Files are created
+bound, the target), of the source file of a project module it imports a helper from, or of the
+numba version (all part of the hash); numba itself keys its cache on the CPU. Files are created
 with an atomic no-replace link, so ranks generating the same kernel at once agree on one file
 and its timestamp (which numba's cache index checks).
 """
@@ -49,8 +48,6 @@ import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from hpc.optlevel import numba_opt_level
 
 __all__ = [
     "TARGETS",
@@ -176,8 +173,6 @@ def load_source(label: str, text: str, kernels: Sequence[str] = ()) -> types.Mod
     """Import generated kernel source ``text`` from ``HPC_CACHE_DIR/kernels``, written there
     once under a name hashed from the text (for generators of their own, such as the lattice
     Boltzmann kernels). ``kernels``: names of its entry points, for :func:`cache_stats`."""
-    # numba's cache key leaves out its optimisation level: the level goes into the name
-    text = f"{text}# numba optimisation level: {numba_opt_level()}\n"
     digest = hashlib.sha256(text.encode()).hexdigest()[:20]
     with _lock:
         if digest in _loaded:

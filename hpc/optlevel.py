@@ -9,9 +9,9 @@ with the kernel's module. The two can be different machine code: the shared-quer
 kernel (``bucket_shared``) took 164 ms a call compiled in the process and 79 ms from the cache
 (100 x 100 proteins of 100-500 letters, one thread), and a serial copy of it compiled in the
 process 164 ms as well. With ``NUMBA_OPT=max`` numba runs its cheap pass at ``-O3`` with loop
-vectorisation too, and the same kernel took 79-83 ms both ways; from the cache, the benchmarks
-of every domain measured the same at either level. The price is compile time, about a quarter
-more (``hpc warmup align core``: 57 s at the default, 70 s at ``max``).
+vectorisation too, and the same kernel took 78-85 ms both ways; from the cache, the align,
+mc, lbm, knn and tpch benchmarks measured the same at either level. The price is compile
+time, about a quarter more (``hpc warmup align core``: 57 s at the default, 70 s at ``max``).
 
 :func:`prefer_full_optimisation` (run when :mod:`hpc` is imported) sets ``NUMBA_OPT=max`` in
 the environment unless it is set already (``NUMBA_OPT=3`` keeps numba's default), so child
@@ -20,6 +20,13 @@ level once, when it builds its CPU code generator, which importing numba does: w
 was imported before :mod:`hpc`, the built code generator is set to the same level in place
 (numba's private attributes ``_loopvect`` and ``_opt_level``; left alone where a numba version
 lacks them: setting ``NUMBA_OPT=max`` in the environment then does it).
+
+The level is not part of any cache key (numba's leaves it out, and so do the names of
+:mod:`hpc.jit`'s generated modules): processes at different levels share one cache, and a
+kernel compiled at one level is loaded at the other. It has to be so: a module-level cached
+kernel that calls a generated helper (the vector heaps) names the helper's module in its
+cache, so a module name that changed with the level made the other level's processes fail to
+load it. And it costs nothing: from the cache, the benchmarks measured alike at both levels.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["LEVEL", "prefer_full_optimisation", "numba_opt_level"]
+__all__ = ["LEVEL", "prefer_full_optimisation"]
 
 LEVEL = "max"
 
@@ -62,9 +69,3 @@ def _raise_built_codegen() -> None:
     if hasattr(codegen, "_loopvect") and hasattr(codegen, "_opt_level"):
         codegen._loopvect, codegen._opt_level = True, 3
 
-
-def numba_opt_level() -> str:
-    """Local. The level numba compiles with in this process (``NUMBA_OPT``, default ``3``):
-    part of the hash of generated kernels (:mod:`hpc.jit`), since numba's own cache key does
-    not include it."""
-    return os.environ.get("NUMBA_OPT", "").strip() or "3"
