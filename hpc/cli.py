@@ -16,6 +16,7 @@ import ast
 import importlib
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -69,6 +70,7 @@ def _info(_: argparse.Namespace) -> int:
             ("hpc", hpc.__version__),
             ("numpy / numba", f"{numpy.__version__} / {numba.__version__}"),
             ("numba threading layer", threading_layer()),
+            ("numba optimisation (NUMBA_OPT)", os.environ.get("NUMBA_OPT", "3")),
             ("mpi4py", mpi4py.__version__),
             ("MPI library", mpi_library()),
             ("ranks", str(comm.Get_size())),
@@ -89,6 +91,7 @@ def _bench(args: argparse.Namespace) -> int:
 
     module = importlib.import_module(BENCHMARKS[args.name])
     record: dict[str, Any] = module.run(args)
+    record.setdefault("numba_opt", os.environ.get("NUMBA_OPT", "3"))  # for kernels compiled here
     if world().Get_rank() == 0:
         if args.json:
             print(json.dumps(record))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,8 @@ def test_info_reports_parallel_hdf5():
         line.split()[-1] == "True" for line in out.stdout.splitlines() if "h5py parallel" in line
     )
     assert "Open MPI" in out.stdout or "MPICH" in out.stdout
+    level = [line.split()[-1] for line in out.stdout.splitlines() if "NUMBA_OPT" in line]
+    assert level == [os.environ["NUMBA_OPT"]]  # importing hpc set it (hpc.optlevel)
 
 
 @pytest.mark.mpi
@@ -56,6 +59,7 @@ def test_bench_halo_prints_the_json_contract_last():
     record = json.loads(proc.stdout.strip().splitlines()[-1])
     assert record["bench"] == "halo" and record["ranks"] == 2 and record["backend"] == "cpu"
     assert record["size"] == [64, 64]
+    assert record["numba_opt"] == os.environ["NUMBA_OPT"]  # set by importing hpc, inherited
     for case in record["cases"]:
         assert case["ours"]["seconds"] > 0 and case["peers"]["sendrecv"]["seconds"] > 0
         want = case["peers"]["sendrecv"]["seconds"] / case["ours"]["seconds"]
