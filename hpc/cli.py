@@ -16,7 +16,6 @@ import ast
 import importlib
 import importlib.util
 import json
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -61,6 +60,7 @@ def _info(_: argparse.Namespace) -> int:
     import hpc
     from hpc.backend import gpu_unavailable_reason
     from hpc.comm import cuda_aware_mpi, mpi_library, world
+    from hpc.optlevel import level_in_force
     from hpc.threads import threading_layer
 
     comm = world()
@@ -70,7 +70,7 @@ def _info(_: argparse.Namespace) -> int:
             ("hpc", hpc.__version__),
             ("numpy / numba", f"{numpy.__version__} / {numba.__version__}"),
             ("numba threading layer", threading_layer()),
-            ("numba optimisation (NUMBA_OPT)", os.environ.get("NUMBA_OPT", "3")),
+            ("numba optimisation (NUMBA_OPT)", level_in_force()),
             ("mpi4py", mpi4py.__version__),
             ("MPI library", mpi_library()),
             ("ranks", str(comm.Get_size())),
@@ -88,10 +88,11 @@ def _info(_: argparse.Namespace) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     from hpc.comm import world
+    from hpc.optlevel import level_in_force
 
     module = importlib.import_module(BENCHMARKS[args.name])
     record: dict[str, Any] = module.run(args)
-    record.setdefault("numba_opt", os.environ.get("NUMBA_OPT", "3"))  # for kernels compiled here
+    record.setdefault("numba_opt", level_in_force())  # for kernels compiled in this run
     if world().Get_rank() == 0:
         if args.json:
             print(json.dumps(record))

@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["LEVEL", "prefer_full_optimisation"]
+__all__ = ["LEVEL", "prefer_full_optimisation", "level_in_force"]
 
 LEVEL = "max"
 
@@ -69,3 +69,8 @@ def _raise_built_codegen() -> None:
     if hasattr(codegen, "_loopvect") and hasattr(codegen, "_opt_level"):
         codegen._loopvect, codegen._opt_level = True, 3
 
+
+def level_in_force() -> str:
+    """Local. The level numba compiles with in this process (``NUMBA_OPT``; numba's default
+    is ``3``), as ``hpc info`` and the benchmark records report it."""
+    return os.environ.get("NUMBA_OPT", "").strip() or "3"
